@@ -1,0 +1,1 @@
+"""txn package."""
