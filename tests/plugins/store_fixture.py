@@ -1,0 +1,1 @@
+"""Placeholder until the txn store fixture lands."""
