@@ -1,0 +1,145 @@
+"""Storage access through fsspec: local paths and any fsspec URL.
+
+The ACID library reads and writes through ``Storage`` so that the same code
+serves a local warehouse, HDFS or an object store. ``durable_flush`` is the
+``hflush``/``fsync`` that streaming commits rely on; filesystems that cannot
+make a partly written file visible (object stores) report
+``supports_flush=False`` and get one transaction per streaming file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import IO, Any
+
+import fsspec
+
+__all__ = ["FileInfo", "Storage"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One directory entry."""
+
+    path: str
+    name: str
+    is_dir: bool
+    size: int
+
+
+class Storage:
+    """A filesystem plus helpers for the operations the ACID format needs.
+
+    Build one with ``Storage.for_path(url_or_path)``; paths passed to methods are
+    in the filesystem's own form (as returned by ``for_path`` and ``join``).
+    """
+
+    def __init__(self, fs: Any) -> None:
+        self.fs = fs
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        self.protocol: str = protocol
+        self.is_local = protocol in ("file", "local")
+
+    @classmethod
+    def for_path(cls, url_or_path: str | os.PathLike[str]) -> tuple[Storage, str]:
+        """The storage for a path or URL, and the path in that filesystem's form."""
+        text = os.fspath(url_or_path)
+        if "://" not in text:
+            text = os.path.abspath(text)
+        fs, path = fsspec.core.url_to_fs(text)
+        return cls(fs), path
+
+    @property
+    def supports_flush(self) -> bool:
+        """Whether a file being written can be made durable and readable mid-way (hflush)."""
+        return self.is_local or self.protocol in ("hdfs", "webhdfs", "memory")
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.rstrip("/") if i == 0 else p.strip("/") for i, p in enumerate(parts))
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def is_dir(self, path: str) -> bool:
+        return bool(self.fs.isdir(path))
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Entries of a directory, sorted by name. Raises ``FileNotFoundError`` if missing."""
+        if self.is_local:
+            # os.scandir is several times faster than fsspec's generic ls for big trees.
+            out = []
+            with os.scandir(path) as it:
+                for e in it:
+                    is_dir = e.is_dir()
+                    out.append(FileInfo(e.path, e.name, is_dir, 0 if is_dir else e.stat().st_size))
+            return sorted(out, key=lambda f: f.name)
+        entries = self.fs.ls(path, detail=True)
+        res = []
+        for e in entries:
+            p = e["name"].rstrip("/")
+            res.append(FileInfo(p, p.rsplit("/", 1)[-1], e["type"] == "directory", int(e.get("size") or 0)))
+        return sorted(res, key=lambda f: f.name)
+
+    def size(self, path: str) -> int:
+        if self.is_local:
+            return os.path.getsize(path)
+        return int(self.fs.size(path))
+
+    def read_bytes(self, path: str, *, length: int | None = None) -> bytes:
+        """The whole file, or its first ``length`` bytes."""
+        with self.fs.open(path, "rb") as f:
+            data: bytes = f.read() if length is None else f.read(length)
+        return data
+
+    def open_read(self, path: str) -> IO[bytes]:
+        f: IO[bytes] = self.fs.open(path, "rb")
+        return f
+
+    def makedirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def create(self, path: str, *, overwrite: bool = False) -> IO[bytes]:
+        """Open a new file for writing; with ``overwrite=False`` an existing file is an error
+        (``FileExistsError``), as Hive's ``fs.create(path, false)``."""
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            f: IO[bytes] = open(path, "wb" if overwrite else "xb")  # noqa: SIM115
+            return f
+        if not overwrite and self.fs.exists(path):
+            raise FileExistsError(path)
+        out: IO[bytes] = self.fs.open(path, "wb")
+        return out
+
+    def write_bytes_if_absent(self, path: str, data: bytes) -> bool:
+        """Write a small file unless it exists; ``True`` if this call wrote it."""
+        try:
+            with self.create(path) as f:
+                f.write(data)
+                self.durable_flush(f)
+        except FileExistsError:
+            return False
+        return True
+
+    def durable_flush(self, f: IO[bytes]) -> None:
+        """Flush a file being written so its bytes survive a crash (fsync / hflush)."""
+        f.flush()
+        if self.is_local:
+            os.fsync(f.fileno())
+        else:
+            hflush = getattr(f, "hflush", None)
+            if callable(hflush):
+                hflush()
+
+    def delete(self, path: str, *, recursive: bool = False) -> None:
+        """Delete a file or directory; a missing path is not an error."""
+        try:
+            self.fs.rm(path, recursive=recursive)
+        except FileNotFoundError:
+            pass
+
+    def rename(self, src: str, dst: str) -> None:
+        if self.is_local:
+            os.rename(src, dst)
+        else:
+            self.fs.mv(src, dst)

@@ -1,0 +1,299 @@
+"""The table catalog model: databases, tables and partitions, validated as Hive validates them.
+
+These are plain records; the store persists them. Validation follows Hive's
+``TransactionalValidationListener`` (spec §1.5): a transactional table is
+managed, stored as ORC (unless insert-only) and not sorted, and its
+``transactional_properties`` is ``default`` or ``insert_only`` (missing means
+``default``). Partition names use Hive's ``FileUtils.makePartName`` with
+``escapePathName`` (spec §8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from acid.errors import ConfigError
+from acid.schema import TableSchema, parse_hive_type
+
+__all__ = [
+    "DEFAULT_DB",
+    "DEFAULT_PARTITION_NAME",
+    "ORC_INPUT_FORMAT",
+    "ORC_OUTPUT_FORMAT",
+    "ORC_SERDE",
+    "DatabaseDef",
+    "PartitionInfo",
+    "TableDef",
+    "default_table_location",
+    "escape_path_name",
+    "make_partition_name",
+    "parse_partition_name",
+    "unescape_path_name",
+    "validate_table",
+]
+
+DEFAULT_DB = "default"
+DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
+ORC_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
+ORC_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat"
+ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
+MANAGED_TABLE = "MANAGED_TABLE"
+EXTERNAL_TABLE = "EXTERNAL_TABLE"
+TRANSACTIONAL = "transactional"
+TRANSACTIONAL_PROPERTIES = "transactional_properties"
+BUCKETING_VERSION = "bucketing_version"
+
+# FileUtils.charToEscape: 0x01-0x1F, '"', '#', '%', '\'', '*', '/', ':', '=', '?', '\\',
+# 0x7F, '{', '[', ']', '^' (the Windows-only extras are not escaped, as on Linux).
+_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
+
+
+def escape_path_name(text: str) -> str:
+    """Hive's ``FileUtils.escapePathName``: ``%`` plus two upper-case hex digits."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
+
+
+def unescape_path_name(text: str) -> str:
+    """Hive's ``FileUtils.unescapePathName``: the inverse of :func:`escape_path_name`."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "%" and _is_hex(text[i + 1 : i + 3]):
+            out.append(chr(int(text[i + 1 : i + 3], 16)))
+            i += 3
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _is_hex(s: str) -> bool:
+    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
+
+
+def make_partition_name(keys: Sequence[str], values: Sequence[str | None]) -> str:
+    """Hive's ``makePartName``: ``k1=v1/k2=v2``, escaped; NULL or empty values become
+    ``__HIVE_DEFAULT_PARTITION__``."""
+    if len(keys) != len(values):
+        raise ConfigError(f"partition needs {len(keys)} values ({', '.join(keys)}), got {len(values)}")
+    parts = []
+    for k, v in zip(keys, values, strict=True):
+        value = DEFAULT_PARTITION_NAME if v is None or v == "" else escape_path_name(v)
+        parts.append(f"{escape_path_name(k.lower())}={value}")
+    return "/".join(parts)
+
+
+def parse_partition_name(name: str) -> list[tuple[str, str]]:
+    """Split ``k1=v1/k2=v2`` into unescaped ``(key, value)`` pairs."""
+    out = []
+    for part in name.split("/"):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"bad partition name {name!r}: expected k1=v1/k2=v2")
+        out.append((unescape_path_name(key), unescape_path_name(value)))
+    return out
+
+
+def _join(root: str, *names: str) -> str:
+    return "/".join([root.rstrip("/"), *names])
+
+
+def default_table_location(warehouse: str, db: str, table: str) -> str:
+    """Where Hive puts a managed table: ``<warehouse>/<db>.db/<table>``, or
+    ``<warehouse>/<table>`` for the ``default`` database."""
+    if db == DEFAULT_DB:
+        return _join(warehouse, table)
+    return _join(warehouse, f"{db}.db", table)
+
+
+@dataclass(frozen=True)
+class DatabaseDef:
+    """A database: a name and the directory its tables default under."""
+
+    name: str
+    location: str | None = None
+    description: str = ""
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A table as the catalog stores it.
+
+    Attributes:
+        db: Database name (lower-cased).
+        name: Table name (lower-cased).
+        columns: ``(name, hive type)`` pairs in table order.
+        partition_keys: ``(name, hive type)`` pairs of the partition columns.
+        bucket_cols: Bucketing columns (must be table columns).
+        num_buckets: Number of buckets; ``-1`` when not bucketed (Hive's convention).
+        sort_cols: ``(column, order)`` pairs (1 ascending, 0 descending); transactional
+            tables must have none.
+        parameters: Table properties (``transactional``, ``bucketing_version``...).
+        location: Table directory; ``None`` lets the store default it under the warehouse.
+        table_type: ``MANAGED_TABLE`` or ``EXTERNAL_TABLE``.
+        input_format: Hive input format class.
+        output_format: Hive output format class.
+        serde: SerDe class.
+        owner: Owner shown by catalog listings.
+    """
+
+    db: str
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    partition_keys: tuple[tuple[str, str], ...] = ()
+    bucket_cols: tuple[str, ...] = ()
+    num_buckets: int = -1
+    sort_cols: tuple[tuple[str, int], ...] = ()
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    location: str | None = None
+    table_type: str = MANAGED_TABLE
+    input_format: str = ORC_INPUT_FORMAT
+    output_format: str = ORC_OUTPUT_FORMAT
+    serde: str = ORC_SERDE
+    owner: str = ""
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    @property
+    def schema(self) -> TableSchema:
+        """The table columns as a parsed ``TableSchema``."""
+        return TableSchema.of(list(self.columns))
+
+    @property
+    def partition_names(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.partition_keys)
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_keys)
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.parameters.get(TRANSACTIONAL, "").lower() == "true"
+
+    @property
+    def is_insert_only(self) -> bool:
+        return self.is_transactional and self.transactional_properties == "insert_only"
+
+    @property
+    def is_full_acid(self) -> bool:
+        return self.is_transactional and not self.is_insert_only
+
+    @property
+    def transactional_properties(self) -> str:
+        return self.parameters.get(TRANSACTIONAL_PROPERTIES, "default").lower()
+
+    @property
+    def bucketing_version(self) -> int:
+        return int(self.parameters.get(BUCKETING_VERSION, "2"))
+
+    def partition_name(self, values: Sequence[str | None]) -> str:
+        """The Hive partition name for values given in partition-key order."""
+        return make_partition_name(self.partition_names, values)
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """Hive streaming's ``PartitionInfo``: name, directory, and whether it already existed."""
+
+    name: str
+    location: str
+    exists: bool
+    values: tuple[str | None, ...] = ()
+
+
+def _ident(name: str, what: str) -> str:
+    n = name.strip().lower()
+    if not n or not all(c.isalnum() or c == "_" for c in n):
+        raise ConfigError(f"invalid {what} name {name!r}: use letters, digits and '_'")
+    return n
+
+
+def validate_table(t: TableDef) -> TableDef:
+    """Check a table definition as Hive does and return it normalised.
+
+    Names are lower-cased, types parsed (and printed canonically), ``bucketing_version``
+    defaults to ``2`` and a transactional table without ``transactional_properties`` gets
+    ``default``.
+
+    Raises:
+        ConfigError: naming the first rule the definition breaks.
+    """
+    db = _ident(t.db, "database")
+    name = _ident(t.name, "table")
+    schema = TableSchema.of(list(t.columns))
+    columns = tuple((n, str(typ)) for n, typ in schema.columns)
+    col_names = {n for n, _ in columns}
+    pkeys: list[tuple[str, str]] = []
+    for k, typ in t.partition_keys:
+        kn = _ident(k, "partition column")
+        if kn in col_names or kn in {p for p, _ in pkeys}:
+            raise ConfigError(f"partition column {kn!r} repeats a column name")
+        parsed = parse_hive_type(typ)
+        if parsed.kind in ("array", "map", "struct", "uniontype"):
+            raise ConfigError(f"partition column {kn!r} must have a primitive type, not {parsed}")
+        pkeys.append((kn, str(parsed)))
+    buckets = tuple(_ident(b, "bucket column") for b in t.bucket_cols)
+    for b in buckets:
+        if b not in col_names:
+            raise ConfigError(f"bucket column {b!r} is not a table column")
+    num_buckets = t.num_buckets
+    if buckets and num_buckets <= 0:
+        raise ConfigError("a bucketed table needs a positive number of buckets")
+    if not buckets:
+        num_buckets = -1
+    sort_cols = tuple((_ident(c, "sort column"), o) for c, o in t.sort_cols)
+    params = {str(k): str(v) for k, v in t.parameters.items()}
+    params.setdefault(BUCKETING_VERSION, "2")
+    if params[BUCKETING_VERSION] not in ("1", "2"):
+        raise ConfigError(f"bucketing_version must be 1 or 2, not {params[BUCKETING_VERSION]!r}")
+    if t.table_type not in (MANAGED_TABLE, EXTERNAL_TABLE):
+        raise ConfigError(f"table type must be {MANAGED_TABLE} or {EXTERNAL_TABLE}")
+    trans = params.get(TRANSACTIONAL)
+    if trans is not None and trans.lower() not in ("true", "false"):
+        raise ConfigError(f"transactional must be true or false, not {trans!r}")
+    if trans is not None:
+        params[TRANSACTIONAL] = trans.lower()
+    out = replace(
+        t,
+        db=db,
+        name=name,
+        columns=columns,
+        partition_keys=tuple(pkeys),
+        bucket_cols=buckets,
+        num_buckets=num_buckets,
+        sort_cols=sort_cols,
+        parameters=params,
+    )
+    if out.is_transactional:
+        _validate_transactional(out, params)
+    elif TRANSACTIONAL_PROPERTIES in params:
+        raise ConfigError("transactional_properties is set but the table is not transactional")
+    return replace(out, parameters=params)
+
+
+def _validate_transactional(t: TableDef, params: dict[str, str]) -> None:
+    props = params.get(TRANSACTIONAL_PROPERTIES, "default").lower()
+    if props not in ("default", "insert_only"):
+        raise ConfigError(
+            f"{t.full_name}: transactional_properties must be 'default' or 'insert_only', "
+            f"not {props!r}"
+        )
+    params[TRANSACTIONAL_PROPERTIES] = props
+    if t.table_type == EXTERNAL_TABLE:
+        raise ConfigError(f"{t.full_name}: transactional tables cannot be external")
+    if props == "default":
+        if t.input_format != ORC_INPUT_FORMAT or t.output_format != ORC_OUTPUT_FORMAT:
+            raise ConfigError(
+                f"{t.full_name}: The table must be stored using an ACID compliant format "
+                "(such as ORC)"
+            )
+        if t.sort_cols:
+            raise ConfigError(
+                f"{t.full_name} cannot support full ACID functionality since it is sorted."
+            )
