@@ -27,6 +27,7 @@ from typing import IO, Any, Literal
 
 import pyarrow as pa
 import pyorc
+from zoneinfo import ZoneInfo
 
 from acid import bucket_codec, layout
 from acid.errors import AcidFormatError, ConfigError
@@ -50,6 +51,7 @@ INSERT_OP, UPDATE_OP, DELETE_OP = 0, 1, 2
 KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION_KEY = "hive.acid.version"
+_UTC = ZoneInfo("UTC")
 _COMPRESSION = {"NONE": pyorc.CompressionKind.NONE, "ZLIB": pyorc.CompressionKind.ZLIB}
 
 
@@ -223,7 +225,8 @@ class AcidFileWriter:
         self._orc = pyorc.Writer(
             self._capture,
             schema.orc_event_schema(),
-            timezone=None,
+            # Hive 3+ reads ORC timestamps as UTC wall-clock values (LocalDateTime semantics).
+            timezone=_UTC,
             **self.options.pyorc_kwargs(batch_size=1 if streaming else None),
         )
         self._segments: list[_Segment] = []

@@ -1,0 +1,216 @@
+"""The ACID writer: event schema, ROW__ID order, per-footer metadata, side files."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pyorc
+import pytest
+
+from acid import bucket_codec, layout
+from acid.errors import AcidFormatError, ConfigError
+from acid.orc_tail import parse_tail
+from acid.side_file import decode_flush_lengths
+from acid.storage import Storage
+from acid.writer import AcidFileWriter, OrcWriterOptions, write_delta
+from tests.acid.writer_cases import BUILDERS, SIMPLE, WrittenFile, simple_rows
+
+ACID_KEYS = {"hive.acid.key.index", "hive.acid.stats", "hive.acid.version"}
+
+
+def _prefix(path: str, length: int | None) -> bytes:
+    data = Path(path).read_bytes()
+    return data if length is None else data[:length]
+
+
+def _stripe_last_keys(data: bytes) -> list[str]:
+    """The key index a reader expects, derived from the rows themselves."""
+    r = pyorc.Reader(io.BytesIO(data))
+    out = []
+    for i in range(r.num_of_stripes):
+        rows = list(r.read_stripe(i))
+        _, owid, bucket, rowid, _, _ = rows[-1]
+        out.append(f"{owid},{bucket},{rowid};")
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(BUILDERS))
+def test_every_prefix_is_a_valid_acid_file(case: str, tmp_path: Path) -> None:
+    wf: WrittenFile = BUILDERS[case](tmp_path)
+    for length, nrows in wf.prefixes.items():
+        data = _prefix(wf.path, length)
+        r = pyorc.Reader(io.BytesIO(data))
+        assert len(r) == nrows
+        assert str(r.schema) == wf.schema.orc_event_schema()
+        md = r.user_metadata
+        assert set(md) == ACID_KEYS
+        assert md["hive.acid.version"] == b"2"
+        if nrows:
+            entries = md["hive.acid.key.index"].decode().split(";")
+            assert entries[-1] == ""
+            assert [e + ";" for e in entries[:-1]] == _stripe_last_keys(data)
+        kind_deletes = wf.events and wf.events[0][0] == 2
+        expect_stats = f"0,0,{nrows}" if kind_deletes else f"{nrows},0,0"
+        assert md["hive.acid.stats"].decode() == expect_stats
+        # Exactly one metadata item per key in the footer itself (pyorc alone appends duplicates).
+        names = [n for n in parse_tail(data).user_metadata]
+        assert sorted(names) == sorted(ACID_KEYS)
+        assert _raw_metadata_item_count(data) == 3
+
+
+def _raw_metadata_item_count(data: bytes) -> int:
+    tail = parse_tail(data)
+    return sum(1 for num, _, _ in tail.footer_fields if num == 5)
+
+
+@pytest.mark.parametrize("case", sorted(BUILDERS))
+def test_events_are_exact_and_in_row_id_order(case: str, tmp_path: Path) -> None:
+    wf = BUILDERS[case](tmp_path)
+    got = list(pyorc.Reader(io.BytesIO(Path(wf.path).read_bytes())))
+    assert len(got) == len(wf.events)
+    for g, e in zip(got, wf.events, strict=True):
+        assert g[:5] == e[:5]
+        if e[5] is None:
+            assert g[5] is None
+    keys = [g[1:4] for g in got]
+    assert keys == sorted(keys)
+    assert len(set(keys)) == len(keys)
+
+
+def test_all_types_round_trip(tmp_path: Path) -> None:
+    wf = BUILDERS["insert_delta_all_types"](tmp_path)
+    got = list(pyorc.Reader(io.BytesIO(Path(wf.path).read_bytes())))
+    assert len(got) == len(wf.events)
+    for g, e in zip(got, wf.events, strict=True):
+        row, exp = list(g[5]), list(e[5])
+        assert row[:9] == exp[:9]
+        assert row[9] == exp[9]  # char(3), exactly 3 characters
+        assert row[10:12] == exp[10:12]  # decimal, date
+        assert row[12].replace(tzinfo=None) == exp[12]  # timestamp as UTC wall clock
+        assert row[13:15] == exp[13:15]  # binary, array
+        assert row[15] == exp[15]  # map
+        assert tuple(row[16]) == exp[16]  # struct
+
+
+def test_streaming_rowids_restart_per_write_id_and_side_file_format(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "delta_0000001_0000003", "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    side = Path(layout.side_file_name(path))
+    assert decode_flush_lengths(side.read_bytes()) == [0]  # created with an initial 0
+    lengths = []
+    for wid, n in ((1, 4), (2, 3), (3, 5)):
+        w.insert(wid, simple_rows(n, seed=wid))
+        lengths.append(w.flush())
+        raw = side.read_bytes()
+        assert raw[:8] == b"\0" * 8
+        assert decode_flush_lengths(raw) == [0, *lengths]
+        assert raw[-8:] == lengths[-1].to_bytes(8, "big", signed=True)
+    assert lengths == sorted(lengths)
+    w.close()
+    assert not side.exists()  # deleted on clean close
+    rows = list(pyorc.Reader(io.BytesIO(Path(path).read_bytes())))
+    assert [(r[1], r[3]) for r in rows] == [(1, i) for i in range(4)] + [(2, i) for i in range(3)] + [
+        (3, i) for i in range(5)
+    ]
+    assert (tmp_path / "delta_0000001_0000003" / "_orc_acid_version").read_bytes() == b"2"
+
+
+def test_delta_writer_settings_follow_hive(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
+    with AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True) as w:
+        w.insert(1, simple_rows(10))
+        w.flush()
+    r = pyorc.Reader(open(path, "rb"))  # noqa: SIM115
+    assert r.compression_block_size == 256 * 1024 // 8
+    assert r.row_index_stride == 0  # streaming optimizations: no row index
+    base = Path(write_delta(str(tmp_path / "t2"), SIMPLE, 1, simple_rows(10)))
+    assert pyorc.Reader(base.open("rb")).row_index_stride == 10_000
+
+
+def test_delete_delta_rejects_events_of_another_writer(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "delete_delta_0000002_0000002_0000", "bucket_00001")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="delete", bucket_id=1, statement_id=0)
+    with pytest.raises(AcidFormatError, match="writer id 0"):
+        w.delete(2, [(1, bucket_codec.encode(0), 0)])
+    with pytest.raises(ConfigError, match="increasing"):
+        w.delete(2, [(1, bucket_codec.encode(1), 5), (1, bucket_codec.encode(1), 4)])
+    w.abort()
+    assert not Path(path).exists()
+
+
+def test_write_ids_must_not_go_down_within_a_file(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    w.insert(2, simple_rows(1))
+    with pytest.raises(ConfigError, match="must not go down"):
+        w.insert(1, simple_rows(1))
+    w.close()
+
+
+def test_empty_insert_file_is_removed_but_empty_base_kept(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    p = storage.join(root, "delta_0000001_0000001_0000", "bucket_00000")
+    AcidFileWriter(storage, p, SIMPLE, kind="insert", bucket_id=0).close()
+    assert not Path(p).exists()
+    b = storage.join(root, "base_0000001", "bucket_00000")
+    AcidFileWriter(storage, b, SIMPLE, kind="base", bucket_id=0).close()
+    assert len(pyorc.Reader(open(b, "rb"))) == 0  # noqa: SIM115
+
+
+def test_abort_with_side_file_keeps_committed_rows(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    w.insert(1, simple_rows(5))
+    w.flush()
+    w.insert(2, simple_rows(3))
+    w.abort()
+    rows = list(pyorc.Reader(open(path, "rb")))  # noqa: SIM115
+    # The aborted txn's rows stay in the file; readers hide them by write id.
+    assert [r[1] for r in rows] == [1] * 5 + [2] * 3
+    assert not Path(layout.side_file_name(path)).exists()
+
+
+def test_abort_without_side_file_deletes_the_file(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "delta_0000004_0000004_0000", "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0)
+    w.insert(4, simple_rows(5))
+    w.abort()
+    assert not Path(path).exists()
+
+
+def test_flush_needs_a_streaming_writer(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    w = AcidFileWriter(
+        storage, storage.join(root, "delta_0000001_0000001", "bucket_00000"), SIMPLE, kind="insert", bucket_id=0
+    )
+    with pytest.raises(ConfigError, match="streaming"):
+        w.flush()
+    w.close()
+
+
+def test_file_name_must_match_bucket(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    with pytest.raises(ConfigError, match="does not match"):
+        AcidFileWriter(storage, storage.join(root, "d", "bucket_00001"), SIMPLE, kind="insert", bucket_id=2)
+
+
+def test_existing_file_is_never_overwritten(tmp_path: Path) -> None:
+    p = write_delta(str(tmp_path), SIMPLE, 1, simple_rows(3))
+    before = Path(p).read_bytes()
+    with pytest.raises(FileExistsError):
+        write_delta(str(tmp_path), SIMPLE, 1, simple_rows(4))
+    assert Path(p).read_bytes() == before
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(ConfigError, match="compression"):
+        OrcWriterOptions(compression="LZO")
+    with pytest.raises(ConfigError):
+        OrcWriterOptions(stripe_size=0)
