@@ -101,6 +101,7 @@ class OriginalFile:
     length: int
     row_count: int
     start_row_id: int
+    dir_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,10 @@ def _hive_path_order(d: ParsedDelta, name: str) -> tuple[int, int, int, str]:
 
 
 def find_best_working_deltas(
-    candidates: list[tuple[ParsedDelta, str]], *, base_write_id: int | None, write_ids: ValidWriteIdList
+    candidates: list[tuple[ParsedDelta, str]],
+    *,
+    base_write_id: int | None,
+    write_ids: ValidWriteIdList,
 ) -> tuple[list[tuple[ParsedDelta, str]], list[str]]:
     """``AcidUtils.findBestWorkingDeltas``: (chosen deltas in order, obsolete names).
 
@@ -182,7 +186,10 @@ def find_best_working_deltas(
         if nxt.max_write_id > current:
             # Are any of the new write ids ones we care about? If not, the delta is
             # neither taken nor obsolete (Hive leaves it alone).
-            if write_ids.is_write_id_range_valid(current + 1, nxt.max_write_id) != RangeResponse.NONE:
+            if (
+                write_ids.is_write_id_range_valid(current + 1, nxt.max_write_id)
+                != RangeResponse.NONE
+            ):
                 chosen.append((nxt, name))
                 current = nxt.max_write_id
                 last_stmt = nxt.statement_id
@@ -267,7 +274,9 @@ def _original_bucket(name: str) -> int | None:
     return b[0] if b is not None else None
 
 
-def _is_raw_dir(storage: Storage, path: str, parsed: ParsedBase | ParsedDelta, compacted: bool) -> bool:
+def _is_raw_dir(
+    storage: Storage, path: str, parsed: ParsedBase | ParsedDelta, compacted: bool
+) -> bool:
     """``MetaDataFile.isRawFormat``: only base_x / delta_x_x may hold raw (LOAD DATA) files."""
     if isinstance(parsed, ParsedDelta):
         if parsed.is_delete or parsed.min_write_id != parsed.max_write_id:
@@ -290,6 +299,7 @@ def _row_counts_and_offsets(
     *,
     write_id: int,
     statement_id: int,
+    dir_name: str | None,
 ) -> list[OriginalFile]:
     """Synthetic ROW__ID starts: per bucket, the rows of the preceding files in path order."""
     out: list[OriginalFile] = []
@@ -309,6 +319,7 @@ def _row_counts_and_offsets(
                 length=f.size,
                 row_count=info.nrows,
                 start_row_id=start,
+                dir_name=dir_name,
             )
         )
     return out
@@ -335,7 +346,9 @@ def _acid_dir(
                 bucket_id=bucket,
                 attempt_id=attempt,
                 length=e.size,
-                logical_length=logical_length(storage, e.path, file_length=e.size, use_side_file=use_side),
+                logical_length=logical_length(
+                    storage, e.path, file_length=e.size, use_side_file=use_side
+                ),
             )
         )
     return AcidDir(path, name, parsed, tuple(files), is_raw=raw, is_compacted=compacted)
@@ -407,7 +420,11 @@ def get_acid_state(
             if (
                 base is None
                 or base[0].write_id < w
-                or (base[0].write_id == w and compacted and txns.is_txn_valid(parsed.visibility_txn_id))
+                or (
+                    base[0].write_id == w
+                    and compacted
+                    and txns.is_txn_valid(parsed.visibility_txn_id)
+                )
             ):
                 if is_valid_base(w, compacted=compacted, write_ids=wids):
                     if base is not None:
@@ -473,10 +490,13 @@ def get_acid_state(
                     _list_data_files(storage, bpath),
                     write_id=parsed_b.write_id,
                     statement_id=0,
+                    dir_name=bname,
                 )
             )
     else:
-        original_files.extend(_row_counts_and_offsets(storage, originals, write_id=0, statement_id=0))
+        original_files.extend(
+            _row_counts_and_offsets(storage, originals, write_id=0, statement_id=0, dir_name=None)
+        )
 
     deltas: list[AcidDir] = []
     for parsed_d, name in chosen:
@@ -490,6 +510,7 @@ def get_acid_state(
                     _list_data_files(storage, dpath),
                     write_id=parsed_d.min_write_id,
                     statement_id=parsed_d.statement_id,
+                    dir_name=name,
                 )
             )
 

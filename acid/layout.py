@@ -135,7 +135,9 @@ def delta_dir_name(
     if max_write_id < min_write_id:
         raise ValueError(f"max write id {max_write_id} < min write id {min_write_id}")
     if statement_id < -1 or statement_id >= MAX_STATEMENTS_PER_TXN:
-        raise ValueError(f"statement id must be in [-1, {MAX_STATEMENTS_PER_TXN}), got {statement_id}")
+        raise ValueError(
+            f"statement id must be in [-1, {MAX_STATEMENTS_PER_TXN}), got {statement_id}"
+        )
     prefix = DELETE_DELTA_PREFIX if delete else DELTA_PREFIX
     name = f"{prefix}{min_write_id:07d}_{max_write_id:07d}"
     if statement_id != -1:

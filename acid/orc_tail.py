@@ -211,13 +211,20 @@ def rewrite_tail(
     *,
     metadata: Mapping[str, bytes],
     physical_offset: Callable[[int], int],
+    types: list[bytes] | None = None,
 ) -> bytes:
     """The tail re-encoded with exactly ``metadata`` as user metadata.
 
     Every stripe offset (and the footer's content length) goes through
     ``physical_offset``, which maps the writer's logical offsets to positions in
-    the file as it really is on disk.
+    the file as it really is on disk. ``types``, when given, replaces the
+    footer's ``Type`` messages (same column numbering, Hive's exact types).
     """
+    if types is not None:
+        have = sum(1 for num, _, _ in tail.footer_fields if num == 4)
+        if have != len(types):
+            raise AcidFormatError(f"footer has {have} column types, schema has {len(types)}")
+    types_done = False
     new_fields: list[_Field] = []
     meta_done = False
     for num, wt, v in tail.footer_fields:
@@ -228,6 +235,10 @@ def rewrite_tail(
                 for sn, swt, sv in _fields(v)
             ]
             new_fields.append((num, wt, _encode(sfs)))
+        elif num == 4 and types is not None:
+            if not types_done:
+                new_fields.extend((4, _LEN, t) for t in types)
+                types_done = True
         elif num == 2 and wt == _VARINT:
             assert isinstance(v, int)
             new_fields.append((num, wt, physical_offset(v)))
@@ -251,4 +262,6 @@ def rewrite_tail(
 
 
 def _metadata_items(metadata: Mapping[str, bytes]) -> list[_Field]:
-    return [(5, _LEN, _encode([(1, _LEN, k.encode()), (2, _LEN, val)])) for k, val in metadata.items()]
+    return [
+        (5, _LEN, _encode([(1, _LEN, k.encode()), (2, _LEN, val)])) for k, val in metadata.items()
+    ]

@@ -52,7 +52,9 @@ class HiveType:
         if self.kind == "map":
             return f"map<{self.children[0]},{self.children[1]}>"
         if self.kind == "struct":
-            inner = ",".join(f"{n}:{t}" for n, t in zip(self.field_names, self.children, strict=True))
+            inner = ",".join(
+                f"{n}:{t}" for n, t in zip(self.field_names, self.children, strict=True)
+            )
             return f"struct<{inner}>"
         return self.kind
 
@@ -75,7 +77,10 @@ class HiveType:
             return pa.map_(self.children[0].to_arrow(), self.children[1].to_arrow())
         if k == "struct":
             return pa.struct(
-                [pa.field(n, c.to_arrow()) for n, c in zip(self.field_names, self.children, strict=True)]
+                [
+                    pa.field(n, c.to_arrow())
+                    for n, c in zip(self.field_names, self.children, strict=True)
+                ]
             )
         raise ConfigError(f"no Arrow type for Hive type {self}")
 
@@ -104,7 +109,9 @@ class _Parser:
     def ident(self) -> str:
         self.skip_ws()
         start = self.pos
-        while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] == "_"):
+        while self.pos < len(self.text) and (
+            self.text[self.pos].isalnum() or self.text[self.pos] == "_"
+        ):
             self.pos += 1
         if start == self.pos:
             raise self.error("expected a name")
@@ -235,11 +242,15 @@ class TableSchema:
         return tuple(n for n, _ in self.columns)
 
     def row_type(self) -> HiveType:
-        return HiveType("struct", children=tuple(t for _, t in self.columns), field_names=self.names)
+        return HiveType(
+            "struct", children=tuple(t for _, t in self.columns), field_names=self.names
+        )
 
     def orc_event_schema(self) -> str:
         """The ACID event schema as an ORC type string (exact field names and order)."""
-        acid = ",".join(f"{n}:{t}" for n, t in zip(ACID_COLUMNS[:5], ACID_COLUMN_TYPES, strict=True))
+        acid = ",".join(
+            f"{n}:{t}" for n, t in zip(ACID_COLUMNS[:5], ACID_COLUMN_TYPES, strict=True)
+        )
         return f"struct<{acid},row:{self.row_type()}>"
 
     def orc_row_schema(self) -> str:

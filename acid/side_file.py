@@ -36,7 +36,9 @@ def decode_flush_lengths(data: bytes, *, path: str = "<side file>") -> list[int]
     return [v for (v,) in _LONG.iter_unpack(data)]
 
 
-def last_flush_length(data: bytes, *, path: str = "<side file>", file_length: int | None = None) -> int:
+def last_flush_length(
+    data: bytes, *, path: str = "<side file>", file_length: int | None = None
+) -> int:
     """The logical length a reader must use, as ``AcidUtils.getLastFlushLength``.
 
     An empty side file is "found but is not readable"; a length beyond the real

@@ -78,7 +78,9 @@ class Storage:
         res = []
         for e in entries:
             p = e["name"].rstrip("/")
-            res.append(FileInfo(p, p.rsplit("/", 1)[-1], e["type"] == "directory", int(e.get("size") or 0)))
+            res.append(
+                FileInfo(p, p.rsplit("/", 1)[-1], e["type"] == "directory", int(e.get("size") or 0))
+            )
         return sorted(res, key=lambda f: f.name)
 
     def size(self, path: str) -> int:
@@ -104,7 +106,7 @@ class Storage:
         (``FileExistsError``), as Hive's ``fs.create(path, false)``."""
         if self.is_local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            f: IO[bytes] = open(path, "wb" if overwrite else "xb")  # noqa: SIM115
+            f: IO[bytes] = open(path, "wb" if overwrite else "xb")
             return f
         if not overwrite and self.fs.exists(path):
             raise FileExistsError(path)

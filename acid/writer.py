@@ -24,15 +24,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import count, repeat
 from typing import IO, Any, Literal
-
-import pyarrow as pa
-import pyorc
 from zoneinfo import ZoneInfo
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.orc as pa_orc
+import pyorc
 
 from acid import bucket_codec, layout
 from acid.errors import AcidFormatError, ConfigError
 from acid.orc_tail import parse_tail, rewrite_tail
-from acid.schema import TableSchema
+from acid.orc_types import event_type_messages
+from acid.schema import HiveType, TableSchema
 from acid.side_file import encode_flush_length
 from acid.storage import Storage
 
@@ -47,11 +51,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FileKind = Literal["insert", "delete", "base"]
+Engine = Literal["auto", "pyorc", "arrow"]
 INSERT_OP, UPDATE_OP, DELETE_OP = 0, 1, 2
 KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION_KEY = "hive.acid.version"
 _UTC = ZoneInfo("UTC")
+_EVENT_NAMES = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
 _COMPRESSION = {"NONE": pyorc.CompressionKind.NONE, "ZLIB": pyorc.CompressionKind.ZLIB}
 
 
@@ -75,7 +81,9 @@ class OrcWriterOptions:
 
     def __post_init__(self) -> None:
         if self.compression.upper() not in _COMPRESSION:
-            raise ConfigError(f"orc compression must be one of {sorted(_COMPRESSION)}, got {self.compression!r}")
+            raise ConfigError(
+                f"orc compression must be one of {sorted(_COMPRESSION)}, got {self.compression!r}"
+            )
         if self.stripe_size <= 0 or self.compression_block_size <= 0 or self.batch_size <= 0:
             raise ConfigError("orc stripe_size, compression_block_size and batch_size must be > 0")
         if self.base_delta_ratio <= 0:
@@ -86,11 +94,27 @@ class OrcWriterOptions:
         opts = replace(
             self,
             stripe_size=max(self.stripe_size // self.base_delta_ratio, 64 * 1024),
-            compression_block_size=max(self.compression_block_size // self.base_delta_ratio, 4 * 1024),
+            compression_block_size=max(
+                self.compression_block_size // self.base_delta_ratio, 4 * 1024
+            ),
         )
         if streaming:
             opts = replace(opts, row_index_stride=0, dictionary_key_size_threshold=0.0)
         return opts
+
+    def arrow_kwargs(self) -> dict[str, Any]:
+        return {
+            "file_version": "0.12",
+            "stripe_size": self.stripe_size,
+            "row_index_stride": self.row_index_stride,
+            "compression": "zlib" if self.compression.upper() == "ZLIB" else "uncompressed",
+            "compression_strategy": "speed",
+            # pyarrow's ORC writer fixes its memory block at 64 KiB and needs the
+            # compression block to be a multiple of it (Hive's delta 32 KiB is not).
+            "compression_block_size": -(-self.compression_block_size // 65536) * 65536,
+            "dictionary_key_size_threshold": self.dictionary_key_size_threshold,
+            "padding_tolerance": 0.0,
+        }
 
     def pyorc_kwargs(self, *, batch_size: int | None = None) -> dict[str, Any]:
         return {
@@ -176,6 +200,10 @@ class AcidFileWriter:
         side_file: keep the ``_flush_length`` side file (transaction batches of more
             than one txn); requires ``streaming``.
         options: base ORC settings; deltas derive theirs.
+        engine: ``pyorc`` (row tuples; the only one with intermediate footers) or
+            ``arrow`` (columnar pyarrow writer, several times faster; footers get
+            Hive's exact types back in the tail rewrite). ``auto`` picks ``arrow``
+            unless the file is streaming.
     """
 
     def __init__(
@@ -190,7 +218,12 @@ class AcidFileWriter:
         streaming: bool = False,
         side_file: bool = False,
         options: OrcWriterOptions | None = None,
+        engine: Engine = "auto",
     ) -> None:
+        if engine == "auto":
+            engine = "pyorc" if streaming else "arrow"
+        if streaming and engine != "pyorc":
+            raise ConfigError("streaming files need the pyorc engine (intermediate footers)")
         if side_file and not streaming:
             raise ConfigError("a side file is only kept for streaming files")
         parsed = layout.parse_bucket_file(path.rsplit("/", 1)[-1])
@@ -222,13 +255,20 @@ class AcidFileWriter:
             self._side.write(encode_flush_length(0))
             storage.durable_flush(self._side)
         self._capture = _TailCapture(self._raw)
-        self._orc = pyorc.Writer(
-            self._capture,
-            schema.orc_event_schema(),
-            # Hive 3+ reads ORC timestamps as UTC wall-clock values (LocalDateTime semantics).
-            timezone=_UTC,
-            **self.options.pyorc_kwargs(batch_size=1 if streaming else None),
-        )
+        self.engine = engine
+        self._orc: Any = None
+        self._arrow: Any = None
+        if engine == "pyorc":
+            self._orc = pyorc.Writer(
+                self._capture,
+                schema.orc_event_schema(),
+                # Hive 3+ reads ORC timestamps as UTC wall-clock values (LocalDateTime semantics).
+                timezone=_UTC,
+                **self.options.pyorc_kwargs(batch_size=1 if streaming else None),
+            )
+        else:
+            self._arrow = pa_orc.ORCWriter(self._capture, **self.options.arrow_kwargs())
+            self._row_type = pa.struct([pa.field(n, t.to_arrow()) for n, t in schema.columns])
         self._segments: list[_Segment] = []
         self._starts: list[int] = []
         self._rows = 0
@@ -238,6 +278,8 @@ class AcidFileWriter:
         self._last_flush = 0
         self._closed = False
         self.flush_lengths: list[int] = []
+        # pyarrow writes char/varchar as string: restore Hive's exact types in the footer.
+        self._types = event_type_messages(schema) if engine == "arrow" else None
 
     # ------------------------------------------------------------------ writing
     @property
@@ -268,19 +310,117 @@ class AcidFileWriter:
             self._next_rowid = 0
         start_rowid = self._next_rowid
         b = self.bucket_property
-        events = zip(repeat(INSERT_OP), repeat(write_id), repeat(b), count(start_rowid), repeat(write_id), rows)
-        n: int = self._orc.writerows(events)
+        if self._arrow is not None:
+            n = self._write_arrow_inserts(write_id, start_rowid, self._rows_to_struct(rows))
+        else:
+            events = zip(
+                repeat(INSERT_OP),
+                repeat(write_id),
+                repeat(b),
+                count(start_rowid),
+                repeat(write_id),
+                rows,
+            )
+            n = self._orc.writerows(events)
         if n:
             self._add_segment(_Segment(self._rows, n, write_id, b, start_rowid))
             self._next_rowid += n
         return n
 
     def insert_arrow(self, write_id: int, data: pa.Table | pa.RecordBatch) -> int:
-        """Append insert events from Arrow data whose columns are the table's, in order."""
-        cols = [data.column(i).to_pylist() for i in range(data.num_columns)]
-        if len(cols) != len(self.schema.columns):
-            raise ConfigError(f"expected {len(self.schema.columns)} columns, got {len(cols)}")
-        return self.insert(write_id, zip(*cols, strict=True))
+        """Append insert events from Arrow data whose columns are the table's, in order
+        (matched by position, as Hive's ``orc.force.positional.evolution``)."""
+        if data.num_columns != len(self.schema.columns):
+            raise ConfigError(
+                f"expected {len(self.schema.columns)} columns, got {data.num_columns}"
+            )
+        if self._arrow is None:
+            cols = [data.column(i).to_pylist() for i in range(data.num_columns)]
+            return self.insert(write_id, zip(*cols, strict=True))
+        self._check_open()
+        if write_id < self._last_write_id:
+            raise ConfigError(
+                f"write ids must not go down within a file ({write_id} after {self._last_write_id})"
+            )
+        if write_id != self._last_write_id:
+            self._last_write_id = write_id
+            self._next_rowid = 0
+        start = self._next_rowid
+        n = self._write_arrow_inserts(write_id, start, self._columns_to_struct(list(data.columns)))
+        if n:
+            self._add_segment(_Segment(self._rows, n, write_id, self.bucket_property, start))
+            self._next_rowid += n
+        return n
+
+    # ------------------------------------------------------------ arrow engine
+    def _conform(
+        self, col: pa.Array | pa.ChunkedArray, hive: HiveType, target: pa.DataType
+    ) -> pa.Array:
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if not arr.type.equals(target):
+            try:
+                arr = arr.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise ConfigError(f"cannot convert {arr.type} to Hive {hive}: {e}") from e
+        if hive.kind == "varchar":
+            arr = pc.utf8_slice_codeunits(arr, 0, hive.params[0])
+        elif hive.kind == "char":
+            # Hive's CHAR(n) is fixed width: truncate, then pad with spaces (as ORC's writers do).
+            arr = pc.utf8_rpad(pc.utf8_slice_codeunits(arr, 0, hive.params[0]), hive.params[0], " ")
+        return arr
+
+    def _columns_to_struct(self, cols: list[Any]) -> pa.StructArray:
+        arrays = [
+            self._conform(c, hive, f.type)
+            for c, (_, hive), f in zip(cols, self.schema.columns, self._row_type, strict=True)
+        ]
+        return pa.StructArray.from_arrays(arrays, fields=list(self._row_type))
+
+    def _rows_to_struct(self, rows: Iterable[Sequence[Any]]) -> pa.StructArray:
+        rows = rows if isinstance(rows, list) else list(rows)
+        width = len(self.schema.columns)
+        if not rows:
+            return pa.StructArray.from_arrays(
+                [pa.array([], f.type) for f in self._row_type], fields=list(self._row_type)
+            )
+        cols = list(zip(*rows, strict=True)) if rows else [()] * width
+        if len(cols) != width:
+            raise ConfigError(f"rows have {len(cols)} fields, the table has {width} columns")
+        try:
+            arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self._row_type, strict=True)]
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise ConfigError(f"row values do not fit the table's types: {e}") from e
+        return self._columns_to_struct(arrays)
+
+    def _write_arrow_inserts(self, write_id: int, start_rowid: int, rows: pa.StructArray) -> int:
+        n = len(rows)
+        if n:
+            self._write_events(
+                INSERT_OP,
+                np.full(n, write_id, np.int64),
+                np.full(n, self.bucket_property, np.int32),
+                np.arange(start_rowid, start_rowid + n, dtype=np.int64),
+                write_id,
+                rows,
+            )
+        return n
+
+    def _write_events(
+        self, op: int, owid: Any, bucket: Any, rowid: Any, cwid: int, rows: pa.Array
+    ) -> None:
+        n = len(rows)
+        table = pa.Table.from_arrays(
+            [
+                pa.array(np.full(n, op, np.int32)),
+                pa.array(owid, pa.int64()),
+                pa.array(bucket, pa.int32()),
+                pa.array(rowid, pa.int64()),
+                pa.array(np.full(n, cwid, np.int64)),
+                rows,
+            ],
+            names=list(_EVENT_NAMES),
+        )
+        self._arrow.write(table)
 
     def delete(self, write_id: int, keys: Sequence[tuple[int, int, int]]) -> int:
         """Append delete events ``(originalTransaction, bucket, rowId)`` made by ``write_id``.
@@ -306,8 +446,21 @@ class AcidFileWriter:
             last = self._segments[-1].key_at(self._rows - 1)
             if keys[0] <= last:
                 raise ConfigError("delete keys must continue in ROW__ID order")
-        events = ((DELETE_OP, o, b, r, write_id, None) for (o, b, r) in keys)
-        n: int = self._orc.writerows(events)
+        if self._arrow is not None:
+            n = len(keys)
+            if n:
+                karr = np.asarray(keys, dtype=np.int64).reshape(n, 3)
+                self._write_events(
+                    DELETE_OP,
+                    karr[:, 0],
+                    karr[:, 1].astype(np.int32),
+                    karr[:, 2],
+                    write_id,
+                    pa.nulls(n, self._row_type),
+                )
+        else:
+            events = ((DELETE_OP, o, b, r, write_id, None) for (o, b, r) in keys)
+            n = self._orc.writerows(events)
         if n:
             self._add_segment(_Segment(self._rows, n, 0, 0, 0, keys=keys))
         return n
@@ -345,7 +498,10 @@ class AcidFileWriter:
             return self._physical(logical_end)
         tail = parse_tail(held)
         new_tail = rewrite_tail(
-            tail, metadata=self._metadata(tail.stripe_rows), physical_offset=self._physical
+            tail,
+            metadata=self._metadata(tail.stripe_rows),
+            physical_offset=self._physical,
+            types=self._types,
         )
         self._raw.write(held[: len(held) - tail.tail_length])
         self._raw.write(new_tail)
@@ -381,7 +537,14 @@ class AcidFileWriter:
         self._closed = True
         self._capture.holding = True
         try:
-            self._orc.close()
+            if self._arrow is not None:
+                if self._rows == 0:
+                    # pyarrow creates the ORC writer on the first write: give it the schema.
+                    empty = pa.array([], self._row_type)
+                    self._write_events(INSERT_OP, [], [], [], 0, empty)
+                self._arrow.close()
+            else:
+                self._orc.close()
         finally:
             self._capture.holding = False
         self._finish_tail(self._capture.logical)
@@ -401,9 +564,22 @@ class AcidFileWriter:
             return
         if self._side is None:
             self._closed = True
+            # Close the ORC writer into the void: its destructor must not write to a closed file.
+            self._capture.holding = True
             try:
-                self._raw.close()
+                if self._arrow is not None:
+                    if self._rows == 0:
+                        self._write_events(INSERT_OP, [], [], [], 0, pa.array([], self._row_type))
+                    self._arrow.close()
+                else:
+                    self._orc.close()
+            except (
+                Exception
+            ) as e:  # the file is being thrown away; say why, do not mask the caller's error
+                log.debug("closing aborted writer of %s: %s", self.path, e)
             finally:
+                self._capture.held.clear()
+                self._raw.close()
                 self.storage.delete(self.path)
             return
         self.close()
@@ -423,6 +599,11 @@ class AcidFileWriter:
 
 
 # ---------------------------------------------------------------------- helpers
+def _engine_for(rows: object) -> Engine:
+    # Columnar input goes to pyarrow; row tuples are cheaper to hand to pyorc than to transpose.
+    return "arrow" if isinstance(rows, pa.Table) else "pyorc"
+
+
 def _storage_and_dir(table_dir: str, storage: Storage | None) -> tuple[Storage, str]:
     if storage is not None:
         return storage, table_dir
@@ -445,7 +626,14 @@ def write_delta(
     d = layout.delta_dir_name(write_id, write_id, statement_id=statement_id)
     path = st.join(root, d, layout.bucket_file_name(bucket_id))
     with AcidFileWriter(
-        st, path, schema, kind="insert", bucket_id=bucket_id, statement_id=statement_id, options=options
+        st,
+        path,
+        schema,
+        kind="insert",
+        bucket_id=bucket_id,
+        statement_id=statement_id,
+        options=options,
+        engine=_engine_for(rows),
     ) as w:
         if isinstance(rows, pa.Table):
             w.insert_arrow(write_id, rows)
@@ -479,7 +667,13 @@ def write_delete_delta(
         ks = sorted(set(by_writer[writer_id]))
         path = st.join(root, d, layout.bucket_file_name(writer_id))
         with AcidFileWriter(
-            st, path, schema, kind="delete", bucket_id=writer_id, statement_id=statement_id, options=options
+            st,
+            path,
+            schema,
+            kind="delete",
+            bucket_id=writer_id,
+            statement_id=statement_id,
+            options=options,
         ) as w:
             w.delete(write_id, ks)
         paths.append(path)
@@ -502,7 +696,15 @@ def write_base(
     st, root = _storage_and_dir(table_dir, storage)
     d = layout.base_dir_name(write_id, visibility_txn_id=visibility_txn_id)
     path = st.join(root, d, layout.bucket_file_name(bucket_id))
-    with AcidFileWriter(st, path, schema, kind="base", bucket_id=bucket_id, options=options) as w:
+    with AcidFileWriter(
+        st,
+        path,
+        schema,
+        kind="base",
+        bucket_id=bucket_id,
+        options=options,
+        engine=_engine_for(rows),
+    ) as w:
         if isinstance(rows, pa.Table):
             w.insert_arrow(write_id, rows)
         else:

@@ -77,7 +77,9 @@ def make_partition_name(keys: Sequence[str], values: Sequence[str | None]) -> st
     """Hive's ``makePartName``: ``k1=v1/k2=v2``, escaped; NULL or empty values become
     ``__HIVE_DEFAULT_PARTITION__``."""
     if len(keys) != len(values):
-        raise ConfigError(f"partition needs {len(keys)} values ({', '.join(keys)}), got {len(values)}")
+        raise ConfigError(
+            f"partition needs {len(keys)} values ({', '.join(keys)}), got {len(values)}"
+        )
     parts = []
     for k, v in zip(keys, values, strict=True):
         value = DEFAULT_PARTITION_NAME if v is None or v == "" else escape_path_name(v)

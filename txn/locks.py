@@ -65,7 +65,11 @@ class DataOperationType(enum.Enum):
     @property
     def is_write(self) -> bool:
         """Whether the operation writes data (and so is recorded in ``TXN_COMPONENTS``)."""
-        return self in (DataOperationType.INSERT, DataOperationType.UPDATE, DataOperationType.DELETE)
+        return self in (
+            DataOperationType.INSERT,
+            DataOperationType.UPDATE,
+            DataOperationType.DELETE,
+        )
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,9 @@ def locks_overlap(
 _WAIT: dict[LockType, frozenset[LockType]] = {
     LockType.SHARED_READ: frozenset({LockType.EXCLUSIVE}),
     LockType.SHARED_WRITE: frozenset({LockType.EXCL_WRITE, LockType.EXCLUSIVE}),
-    LockType.EXCL_WRITE: frozenset({LockType.SHARED_WRITE, LockType.EXCL_WRITE, LockType.EXCLUSIVE}),
+    LockType.EXCL_WRITE: frozenset(
+        {LockType.SHARED_WRITE, LockType.EXCL_WRITE, LockType.EXCLUSIVE}
+    ),
     LockType.EXCLUSIVE: frozenset(LockType),
 }
 

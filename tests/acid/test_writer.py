@@ -54,7 +54,7 @@ def test_every_prefix_is_a_valid_acid_file(case: str, tmp_path: Path) -> None:
         expect_stats = f"0,0,{nrows}" if kind_deletes else f"{nrows},0,0"
         assert md["hive.acid.stats"].decode() == expect_stats
         # Exactly one metadata item per key in the footer itself (pyorc alone appends duplicates).
-        names = [n for n in parse_tail(data).user_metadata]
+        names = list(parse_tail(data).user_metadata)
         assert sorted(names) == sorted(ACID_KEYS)
         assert _raw_metadata_item_count(data) == 3
 
@@ -96,7 +96,9 @@ def test_all_types_round_trip(tmp_path: Path) -> None:
 def test_streaming_rowids_restart_per_write_id_and_side_file_format(tmp_path: Path) -> None:
     storage, root = Storage.for_path(str(tmp_path))
     path = storage.join(root, "delta_0000001_0000003", "bucket_00000")
-    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    w = AcidFileWriter(
+        storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True
+    )
     side = Path(layout.side_file_name(path))
     assert decode_flush_lengths(side.read_bytes()) == [0]  # created with an initial 0
     lengths = []
@@ -111,19 +113,21 @@ def test_streaming_rowids_restart_per_write_id_and_side_file_format(tmp_path: Pa
     w.close()
     assert not side.exists()  # deleted on clean close
     rows = list(pyorc.Reader(io.BytesIO(Path(path).read_bytes())))
-    assert [(r[1], r[3]) for r in rows] == [(1, i) for i in range(4)] + [(2, i) for i in range(3)] + [
-        (3, i) for i in range(5)
-    ]
+    assert [(r[1], r[3]) for r in rows] == [(1, i) for i in range(4)] + [
+        (2, i) for i in range(3)
+    ] + [(3, i) for i in range(5)]
     assert (tmp_path / "delta_0000001_0000003" / "_orc_acid_version").read_bytes() == b"2"
 
 
 def test_delta_writer_settings_follow_hive(tmp_path: Path) -> None:
     storage, root = Storage.for_path(str(tmp_path))
     path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
-    with AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True) as w:
+    with AcidFileWriter(
+        storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True
+    ) as w:
         w.insert(1, simple_rows(10))
         w.flush()
-    r = pyorc.Reader(open(path, "rb"))  # noqa: SIM115
+    r = pyorc.Reader(open(path, "rb"))
     assert r.compression_block_size == 256 * 1024 // 8
     assert r.row_index_stride == 0  # streaming optimizations: no row index
     base = Path(write_delta(str(tmp_path / "t2"), SIMPLE, 1, simple_rows(10)))
@@ -145,7 +149,9 @@ def test_delete_delta_rejects_events_of_another_writer(tmp_path: Path) -> None:
 def test_write_ids_must_not_go_down_within_a_file(tmp_path: Path) -> None:
     storage, root = Storage.for_path(str(tmp_path))
     path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
-    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    w = AcidFileWriter(
+        storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True
+    )
     w.insert(2, simple_rows(1))
     with pytest.raises(ConfigError, match="must not go down"):
         w.insert(1, simple_rows(1))
@@ -159,18 +165,20 @@ def test_empty_insert_file_is_removed_but_empty_base_kept(tmp_path: Path) -> Non
     assert not Path(p).exists()
     b = storage.join(root, "base_0000001", "bucket_00000")
     AcidFileWriter(storage, b, SIMPLE, kind="base", bucket_id=0).close()
-    assert len(pyorc.Reader(open(b, "rb"))) == 0  # noqa: SIM115
+    assert len(pyorc.Reader(open(b, "rb"))) == 0
 
 
 def test_abort_with_side_file_keeps_committed_rows(tmp_path: Path) -> None:
     storage, root = Storage.for_path(str(tmp_path))
     path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
-    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    w = AcidFileWriter(
+        storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True
+    )
     w.insert(1, simple_rows(5))
     w.flush()
     w.insert(2, simple_rows(3))
     w.abort()
-    rows = list(pyorc.Reader(open(path, "rb")))  # noqa: SIM115
+    rows = list(pyorc.Reader(open(path, "rb")))
     # The aborted txn's rows stay in the file; readers hide them by write id.
     assert [r[1] for r in rows] == [1] * 5 + [2] * 3
     assert not Path(layout.side_file_name(path)).exists()
@@ -188,7 +196,11 @@ def test_abort_without_side_file_deletes_the_file(tmp_path: Path) -> None:
 def test_flush_needs_a_streaming_writer(tmp_path: Path) -> None:
     storage, root = Storage.for_path(str(tmp_path))
     w = AcidFileWriter(
-        storage, storage.join(root, "delta_0000001_0000001", "bucket_00000"), SIMPLE, kind="insert", bucket_id=0
+        storage,
+        storage.join(root, "delta_0000001_0000001", "bucket_00000"),
+        SIMPLE,
+        kind="insert",
+        bucket_id=0,
     )
     with pytest.raises(ConfigError, match="streaming"):
         w.flush()
@@ -198,7 +210,9 @@ def test_flush_needs_a_streaming_writer(tmp_path: Path) -> None:
 def test_file_name_must_match_bucket(tmp_path: Path) -> None:
     storage, root = Storage.for_path(str(tmp_path))
     with pytest.raises(ConfigError, match="does not match"):
-        AcidFileWriter(storage, storage.join(root, "d", "bucket_00001"), SIMPLE, kind="insert", bucket_id=2)
+        AcidFileWriter(
+            storage, storage.join(root, "d", "bucket_00001"), SIMPLE, kind="insert", bucket_id=2
+        )
 
 
 def test_existing_file_is_never_overwritten(tmp_path: Path) -> None:
@@ -214,3 +228,12 @@ def test_options_are_validated() -> None:
         OrcWriterOptions(compression="LZO")
     with pytest.raises(ConfigError):
         OrcWriterOptions(stripe_size=0)
+
+
+def test_arrow_engine_keeps_hive_char_and_varchar_semantics(tmp_path: Path) -> None:
+    wf = BUILDERS["arrow_delta_char_varchar"](tmp_path)
+    r = pyorc.Reader(io.BytesIO(Path(wf.path).read_bytes()))
+    # The footer declares Hive's exact types, not pyarrow's `string`.
+    assert str(r.schema) == wf.schema.orc_event_schema()
+    got = [tuple(x[5]) for x in r]
+    assert got == [e[5] for e in wf.events]  # char padded to 4, varchar truncated to 3

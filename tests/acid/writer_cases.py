@@ -17,7 +17,13 @@ from typing import Any
 from acid import bucket_codec, layout
 from acid.schema import TableSchema
 from acid.storage import Storage
-from acid.writer import AcidFileWriter, OrcWriterOptions, write_base, write_delete_delta, write_delta
+from acid.writer import (
+    AcidFileWriter,
+    OrcWriterOptions,
+    write_base,
+    write_delete_delta,
+    write_delta,
+)
 
 ALL_TYPES = TableSchema.parse(
     "b boolean, t tinyint, s smallint, i int, l bigint, f float, d double, str string, "
@@ -73,7 +79,14 @@ def streaming_batch(tmp: Path, txn_sizes: tuple[int, ...] = (3, 0, 40_000, 1, 25
     opts = OrcWriterOptions(stripe_size=64 * 1024 * 8)
     out = WrittenFile(path, SIMPLE)
     w = AcidFileWriter(
-        storage, path, SIMPLE, kind="insert", bucket_id=1, streaming=True, side_file=True, options=opts
+        storage,
+        path,
+        SIMPLE,
+        kind="insert",
+        bucket_id=1,
+        streaming=True,
+        side_file=True,
+        options=opts,
     )
     b = bucket_codec.encode(1, -1)
     total = 0
@@ -110,3 +123,33 @@ BUILDERS = {
     "delete_delta": delete_delta,
     "base": base_file,
 }
+
+
+def arrow_delta(tmp: Path, n: int = 5000) -> WrittenFile:
+    """Columnar input through the pyarrow engine, with char/varchar columns."""
+    import pyarrow as pa
+
+    schema = TableSchema.parse(
+        "id bigint, code char(4), tag varchar(3), amount decimal(12,3), day date"
+    )
+    rows = [
+        (i, f"c{i % 7}", f"tag{i}", decimal.Decimal(i) / 1000, datetime.date(2024, 1, 1))
+        for i in range(n)
+    ]
+    cols = list(zip(*rows, strict=True))
+    table = pa.table(
+        {
+            "id": pa.array(cols[0], pa.int64()),
+            "code": pa.array(cols[1]),
+            "tag": pa.array(cols[2]),
+            "amount": pa.array(cols[3], pa.decimal128(12, 3)),
+            "day": pa.array(cols[4], pa.date32()),
+        }
+    )
+    p = write_delta(str(tmp), schema, 3, table, bucket_id=0, statement_id=1)
+    b = bucket_codec.encode(0, 1)
+    expect = [(i, c.ljust(4), t[:3], a, d) for (i, c, t, a, d) in rows]
+    return WrittenFile(p, schema, {None: n}, [(0, 3, b, i, 3, r) for i, r in enumerate(expect)])
+
+
+BUILDERS["arrow_delta_char_varchar"] = arrow_delta

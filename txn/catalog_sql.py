@@ -1,0 +1,328 @@
+"""Catalog persistence: the SQL behind databases, tables, partitions and table parameters.
+
+Functions here run inside a store call's DB transaction (a :class:`~txn.db.Tx`);
+:class:`~txn.store.TxnStore` exposes them as methods. Shared by both backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from acid.errors import ConfigError, TableNotFoundError
+from txn.catalog import (
+    DEFAULT_DB,
+    DatabaseDef,
+    PartitionInfo,
+    TableDef,
+    default_table_location,
+    parse_partition_name,
+    validate_table,
+)
+from txn.db import Tx
+
+__all__ = ["CompactionInfo"]
+
+
+@dataclass(frozen=True)
+class CompactionInfo:
+    """One ``COMPACTION_QUEUE`` row (minimal until the compactor lands)."""
+
+    id: int
+    db: str
+    table: str
+    partition: str | None
+    state: str
+    type: str
+    enqueue_time_ms: int
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower()
+
+
+def database_location(tx: Tx, db: str, warehouse: str | None) -> str | None:
+    """The database row's location; raises TableNotFoundError if the database is missing."""
+    row = tx.one("SELECT LOCATION FROM DBS WHERE NAME = ?", db)
+    if row is None:
+        raise TableNotFoundError(f"Database {db} does not exist")
+    return row[0] if row[0] is not None else None
+
+
+def create_database(
+    tx: Tx, d: DatabaseDef, *, warehouse: str | None, now_ms: int, if_not_exists: bool
+) -> DatabaseDef:
+    name = _norm(d.name)
+    if not name or not all(c.isalnum() or c == "_" for c in name):
+        raise ConfigError(f"invalid database name {d.name!r}")
+    location = d.location
+    if location is None and warehouse is not None and name != DEFAULT_DB:
+        location = f"{warehouse.rstrip('/')}/{name}.db"
+    changed = tx.x(
+        "INSERT INTO DBS (NAME, LOCATION, DESCRIPTION, OWNER, CREATE_TIME) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (NAME) DO NOTHING",
+        name,
+        location,
+        d.description,
+        d.owner,
+        now_ms,
+    )
+    if changed == 0 and not if_not_exists:
+        raise ConfigError(f"Database {name} already exists")
+    return get_database(tx, name)
+
+
+def get_database(tx: Tx, name: str) -> DatabaseDef:
+    row = tx.one("SELECT NAME, LOCATION, DESCRIPTION, OWNER FROM DBS WHERE NAME = ?", _norm(name))
+    if row is None:
+        raise TableNotFoundError(f"Database {name} does not exist")
+    return DatabaseDef(row[0], row[1], row[2], row[3])
+
+
+def list_databases(tx: Tx) -> list[DatabaseDef]:
+    rows = tx.q("SELECT NAME, LOCATION, DESCRIPTION, OWNER FROM DBS ORDER BY NAME")
+    return [DatabaseDef(*r) for r in rows]
+
+
+def create_table(
+    tx: Tx, table: TableDef, *, warehouse: str | None, now_ms: int, if_not_exists: bool
+) -> TableDef:
+    t = validate_table(table)
+    db_location = database_location(tx, t.db, warehouse)
+    if tx.one("SELECT 1 FROM TBLS WHERE TBL_DB = ? AND TBL_NAME = ?", t.db, t.name) is not None:
+        if if_not_exists:
+            return get_table(tx, t.db, t.name)
+        raise ConfigError(f"Table {t.full_name} already exists")
+    location = t.location
+    if location is None:
+        if db_location is not None:
+            location = f"{db_location.rstrip('/')}/{t.name}"
+        elif warehouse is not None:
+            location = default_table_location(warehouse, t.db, t.name)
+        else:
+            raise ConfigError(
+                f"{t.full_name}: no location given and no warehouse configured to default it"
+            )
+    t = replace(t, location=location.rstrip("/"))
+    tx.x(
+        "INSERT INTO TBLS (TBL_DB, TBL_NAME, TBL_TYPE, LOCATION, INPUT_FORMAT, OUTPUT_FORMAT, "
+        "SERDE, NUM_BUCKETS, OWNER, CREATE_TIME) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        t.db,
+        t.name,
+        t.table_type,
+        t.location,
+        t.input_format,
+        t.output_format,
+        t.serde,
+        t.num_buckets,
+        t.owner,
+        now_ms,
+    )
+    cols: list[tuple[str, str, str, int, str, str | None, int | None]] = []
+    cols += [(t.db, t.name, "c", i, n, typ, None) for i, (n, typ) in enumerate(t.columns)]
+    cols += [(t.db, t.name, "p", i, n, typ, None) for i, (n, typ) in enumerate(t.partition_keys)]
+    cols += [(t.db, t.name, "b", i, n, None, None) for i, n in enumerate(t.bucket_cols)]
+    cols += [(t.db, t.name, "s", i, n, None, o) for i, (n, o) in enumerate(t.sort_cols)]
+    tx.xmany(
+        "INSERT INTO TBL_COLUMNS (COL_DB, COL_TBL, COL_KIND, COL_IDX, COL_NAME, COL_TYPE, "
+        "COL_ORDER) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        cols,
+    )
+    tx.xmany(
+        "INSERT INTO TABLE_PARAMS (TP_DB, TP_TBL, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?, ?)",
+        [(t.db, t.name, k, v) for k, v in sorted(t.parameters.items())],
+    )
+    return t
+
+
+def get_table(tx: Tx, db: str, name: str) -> TableDef:
+    db, name = _norm(db), _norm(name)
+    row = tx.one(
+        "SELECT TBL_TYPE, LOCATION, INPUT_FORMAT, OUTPUT_FORMAT, SERDE, NUM_BUCKETS, OWNER "
+        "FROM TBLS WHERE TBL_DB = ? AND TBL_NAME = ?",
+        db,
+        name,
+    )
+    if row is None:
+        raise TableNotFoundError(f"Table {db}.{name} not found in the catalog")
+    cols = tx.q(
+        "SELECT COL_KIND, COL_NAME, COL_TYPE, COL_ORDER FROM TBL_COLUMNS "
+        "WHERE COL_DB = ? AND COL_TBL = ? ORDER BY COL_KIND, COL_IDX",
+        db,
+        name,
+    )
+    params = tx.q(
+        "SELECT PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS WHERE TP_DB = ? AND TP_TBL = ?", db, name
+    )
+    return TableDef(
+        db=db,
+        name=name,
+        columns=tuple((c[1], c[2]) for c in cols if c[0] == "c"),
+        partition_keys=tuple((c[1], c[2]) for c in cols if c[0] == "p"),
+        bucket_cols=tuple(c[1] for c in cols if c[0] == "b"),
+        num_buckets=row[5],
+        sort_cols=tuple((c[1], c[3]) for c in cols if c[0] == "s"),
+        parameters={k: v for k, v in params},
+        location=row[1],
+        table_type=row[0],
+        input_format=row[2],
+        output_format=row[3],
+        serde=row[4],
+        owner=row[6],
+    )
+
+
+def list_tables(tx: Tx, db: str | None) -> list[TableDef]:
+    if db is None:
+        rows = tx.q("SELECT TBL_DB, TBL_NAME FROM TBLS ORDER BY TBL_DB, TBL_NAME")
+    else:
+        get_database(tx, db)
+        rows = tx.q(
+            "SELECT TBL_DB, TBL_NAME FROM TBLS WHERE TBL_DB = ? ORDER BY TBL_NAME", _norm(db)
+        )
+    return [get_table(tx, r[0], r[1]) for r in rows]
+
+
+def _values_in_order(t: TableDef, values: Sequence[str | None] | Mapping[str, str | None]) -> list:
+    if isinstance(values, Mapping):
+        lowered = {k.lower(): v for k, v in values.items()}
+        missing = [k for k in t.partition_names if k not in lowered]
+        extra = sorted(set(lowered) - set(t.partition_names))
+        if missing or extra:
+            raise ConfigError(
+                f"{t.full_name} is partitioned by ({', '.join(t.partition_names)}); "
+                f"missing {missing}, unknown {extra}"
+            )
+        return [lowered[k] for k in t.partition_names]
+    return list(values)
+
+
+def add_partition(
+    tx: Tx,
+    db: str,
+    table: str,
+    values: Sequence[str | None] | Mapping[str, str | None],
+    *,
+    now_ms: int,
+) -> PartitionInfo:
+    """Create the partition if it does not exist (Hive's ``createPartitionIfNotExists``)."""
+    t = get_table(tx, db, table)
+    if not t.is_partitioned:
+        raise ConfigError(f"{t.full_name} is not partitioned")
+    ordered = _values_in_order(t, values)
+    name = t.partition_name(ordered)
+    return _ensure_partition(tx, t, name, tuple(ordered), now_ms)
+
+
+def _ensure_partition(
+    tx: Tx, t: TableDef, name: str, values: tuple[str | None, ...], now_ms: int
+) -> PartitionInfo:
+    location = f"{t.location}/{name}"
+    created = tx.x(
+        "INSERT INTO PARTITIONS (PART_DB, PART_TBL, PART_NAME, LOCATION, CREATE_TIME) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (PART_DB, PART_TBL, PART_NAME) DO NOTHING",
+        t.db,
+        t.name,
+        name,
+        location,
+        now_ms,
+    )
+    if created == 0:
+        row = tx.one(
+            "SELECT LOCATION FROM PARTITIONS WHERE PART_DB = ? AND PART_TBL = ? AND PART_NAME = ?",
+            t.db,
+            t.name,
+            name,
+        )
+        location = row[0] if row is not None else location
+    return PartitionInfo(name=name, location=location, exists=created == 0, values=values)
+
+
+def ensure_partitions_by_name(
+    tx: Tx, db: str, table: str, names: Sequence[str], *, now_ms: int
+) -> list[PartitionInfo]:
+    """Register dynamic partitions named ``k1=v1/k2=v2`` (created if missing)."""
+    t = get_table(tx, db, table)
+    out = []
+    for name in names:
+        pairs = parse_partition_name(name)
+        if tuple(k for k, _ in pairs) != t.partition_names:
+            raise ConfigError(
+                f"partition {name!r} does not match {t.full_name}'s keys {t.partition_names}"
+            )
+        out.append(_ensure_partition(tx, t, name, tuple(v for _, v in pairs), now_ms))
+    return out
+
+
+def list_partitions(tx: Tx, db: str, table: str) -> list[PartitionInfo]:
+    t = get_table(tx, db, table)
+    rows = tx.q(
+        "SELECT PART_NAME, LOCATION FROM PARTITIONS WHERE PART_DB = ? AND PART_TBL = ? "
+        "ORDER BY PART_NAME",
+        t.db,
+        t.name,
+    )
+    return [
+        PartitionInfo(r[0], r[1], True, tuple(v for _, v in parse_partition_name(r[0])))
+        for r in rows
+    ]
+
+
+def get_table_param(tx: Tx, db: str, table: str, key: str) -> str | None:
+    db, table = _norm(db), _norm(table)
+    row = tx.one(
+        "SELECT PARAM_VALUE FROM TABLE_PARAMS WHERE TP_DB = ? AND TP_TBL = ? AND PARAM_KEY = ?",
+        db,
+        table,
+        key,
+    )
+    if row is None:
+        if tx.one("SELECT 1 FROM TBLS WHERE TBL_DB = ? AND TBL_NAME = ?", db, table) is None:
+            raise TableNotFoundError(f"Table {db}.{table} not found in the catalog")
+        return None
+    value: str | None = row[0]
+    return value
+
+
+def set_table_param(tx: Tx, db: str, table: str, key: str, value: str) -> None:
+    db, table = _norm(db), _norm(table)
+    if tx.one("SELECT 1 FROM TBLS WHERE TBL_DB = ? AND TBL_NAME = ?", db, table) is None:
+        raise TableNotFoundError(f"Table {db}.{table} not found in the catalog")
+    tx.x(
+        "INSERT INTO TABLE_PARAMS (TP_DB, TP_TBL, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (TP_DB, TP_TBL, PARAM_KEY) DO UPDATE SET PARAM_VALUE = excluded.PARAM_VALUE",
+        db,
+        table,
+        key,
+        value,
+    )
+
+
+def enqueue_compaction(
+    tx: Tx, db: str, table: str, partition: str | None, ctype: str, *, now_ms: int
+) -> int:
+    if ctype not in ("a", "i"):
+        raise ConfigError("compaction type must be 'a' (major) or 'i' (minor)")
+    get_table(tx, db, table)
+    row = tx.one("UPDATE NEXT_COMPACTION_QUEUE_ID SET NCQ_NEXT = NCQ_NEXT + 1 RETURNING NCQ_NEXT")
+    assert row is not None
+    cq_id = int(row[0]) - 1
+    tx.x(
+        "INSERT INTO COMPACTION_QUEUE (CQ_ID, CQ_DATABASE, CQ_TABLE, CQ_PARTITION, CQ_STATE, "
+        "CQ_TYPE, CQ_ENQUEUE_TIME) VALUES (?, ?, ?, ?, 'i', ?, ?)",
+        cq_id,
+        _norm(db),
+        _norm(table),
+        partition,
+        ctype,
+        now_ms,
+    )
+    return cq_id
+
+
+def list_compactions(tx: Tx) -> list[CompactionInfo]:
+    rows = tx.q(
+        "SELECT CQ_ID, CQ_DATABASE, CQ_TABLE, CQ_PARTITION, CQ_STATE, CQ_TYPE, CQ_ENQUEUE_TIME "
+        "FROM COMPACTION_QUEUE ORDER BY CQ_ID"
+    )
+    return [CompactionInfo(*r) for r in rows]
