@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import count, repeat
-from typing import IO, Any, Literal
+from typing import IO, Any, BinaryIO, Literal, cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -33,7 +33,7 @@ import pyarrow.orc as pa_orc
 import pyorc
 
 from acid import bucket_codec, layout
-from acid.errors import AcidFormatError, ConfigError
+from acid.errors import AcidFormatError, ConfigError, SerializationError
 from acid.orc_tail import parse_tail, rewrite_tail
 from acid.orc_types import event_type_messages
 from acid.schema import HiveType, TableSchema
@@ -260,7 +260,7 @@ class AcidFileWriter:
         self._arrow: Any = None
         if engine == "pyorc":
             self._orc = pyorc.Writer(
-                self._capture,
+                cast(BinaryIO, self._capture),
                 schema.orc_event_schema(),
                 # Hive 3+ reads ORC timestamps as UTC wall-clock values (LocalDateTime semantics).
                 timezone=_UTC,
@@ -321,7 +321,17 @@ class AcidFileWriter:
                 repeat(write_id),
                 rows,
             )
-            n = self._orc.writerows(events)
+            before = self._orc.current_row
+            try:
+                n = self._orc.writerows(events)
+            except (TypeError, ValueError, OverflowError) as e:
+                # Rows before the bad one are in the file; account for them so the key
+                # index stays exact, then let the caller decide (usually: abort the txn).
+                n = self._orc.current_row - before
+                if n:
+                    self._add_segment(_Segment(self._rows, n, write_id, b, start_rowid))
+                    self._next_rowid += n
+                raise SerializationError(f"row {n} of this write does not fit the table's types: {e}") from e
         if n:
             self._add_segment(_Segment(self._rows, n, write_id, b, start_rowid))
             self._next_rowid += n
@@ -388,8 +398,8 @@ class AcidFileWriter:
             raise ConfigError(f"rows have {len(cols)} fields, the table has {width} columns")
         try:
             arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self._row_type, strict=True)]
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            raise ConfigError(f"row values do not fit the table's types: {e}") from e
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            raise SerializationError(f"row values do not fit the table's types: {e}") from e
         return self._columns_to_struct(arrays)
 
     def _write_arrow_inserts(self, write_id: int, start_rowid: int, rows: pa.StructArray) -> int:

@@ -19,9 +19,9 @@ from txn.catalog import (
     parse_partition_name,
     validate_table,
 )
-from txn.db import Tx
+from txn.db import Database, Tx
 
-__all__ = ["CompactionInfo"]
+__all__ = ["CatalogOps", "CompactionInfo"]
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def get_table(tx: Tx, db: str, name: str) -> TableDef:
         bucket_cols=tuple(c[1] for c in cols if c[0] == "b"),
         num_buckets=row[5],
         sort_cols=tuple((c[1], c[3]) for c in cols if c[0] == "s"),
-        parameters={k: v for k, v in params},
+        parameters=dict(params),
         location=row[1],
         table_type=row[0],
         input_format=row[2],
@@ -326,3 +326,123 @@ def list_compactions(tx: Tx) -> list[CompactionInfo]:
         "FROM COMPACTION_QUEUE ORDER BY CQ_ID"
     )
     return [CompactionInfo(*r) for r in rows]
+
+
+class CatalogOps:
+    """The catalog half of :class:`~txn.store.TxnStore`: one DB transaction per method."""
+
+    _db: Database
+    warehouse: str | None
+
+    def _now_ms(self) -> int:
+        raise NotImplementedError
+
+    # -- catalog ----------------------------------------------------------------------------
+    def create_database(
+        self,
+        name: str,
+        *,
+        location: str | None = None,
+        description: str = "",
+        owner: str = "",
+        if_not_exists: bool = False,
+    ) -> DatabaseDef:
+        """Create a database; its location defaults to ``<warehouse>/<name>.db``."""
+        d = DatabaseDef(name, location, description, owner)
+        return self._db.run(
+            "create_database",
+            lambda tx: create_database(
+                tx, d, warehouse=self.warehouse, now_ms=self._now_ms(), if_not_exists=if_not_exists
+            ),
+        )
+
+    def get_database(self, name: str) -> DatabaseDef:
+        return self._db.run(
+            "get_database",
+            lambda tx: get_database(tx, name),
+            write=False,
+            idempotent=True,
+        )
+
+    def list_databases(self) -> list[DatabaseDef]:
+        return self._db.run("list_databases", list_databases, write=False, idempotent=True)
+
+    def create_table(self, table: TableDef, *, if_not_exists: bool = False) -> TableDef:
+        """Validate (as Hive does) and create a table; returns the stored definition.
+
+        Raises:
+            ConfigError: the definition breaks a rule, or the table exists.
+            TableNotFoundError: the database does not exist.
+        """
+        return self._db.run(
+            "create_table",
+            lambda tx: create_table(
+                tx,
+                table,
+                warehouse=self.warehouse,
+                now_ms=self._now_ms(),
+                if_not_exists=if_not_exists,
+            ),
+        )
+
+    def get_table(self, db: str, table: str) -> TableDef:
+        """The table's definition. Raises TableNotFoundError."""
+        return self._db.run(
+            "get_table",
+            lambda tx: get_table(tx, db, table),
+            write=False,
+            idempotent=True,
+        )
+
+    def list_tables(self, db: str | None = None) -> list[TableDef]:
+        """Tables of one database, or of all, by name."""
+        return self._db.run(
+            "list_tables", lambda tx: list_tables(tx, db), write=False, idempotent=True
+        )
+
+    def add_partition(
+        self, db: str, table: str, values: Sequence[str | None] | Mapping[str, str | None]
+    ) -> PartitionInfo:
+        """Create a partition if it does not exist (values in key order, or by key)."""
+        return self._db.run(
+            "add_partition",
+            lambda tx: add_partition(tx, db, table, values, now_ms=self._now_ms()),
+        )
+
+    def list_partitions(self, db: str, table: str) -> list[PartitionInfo]:
+        return self._db.run(
+            "list_partitions",
+            lambda tx: list_partitions(tx, db, table),
+            write=False,
+            idempotent=True,
+        )
+
+    def get_table_param(self, db: str, table: str, key: str) -> str | None:
+        """A table parameter (property, or a key stored by ``commit_txn``), or ``None``."""
+        return self._db.run(
+            "get_table_param",
+            lambda tx: get_table_param(tx, db, table, key),
+            write=False,
+            idempotent=True,
+        )
+
+    def set_table_param(self, db: str, table: str, key: str, value: str) -> None:
+        self._db.run(
+            "set_table_param",
+            lambda tx: set_table_param(tx, db, table, key, value),
+            idempotent=True,
+        )
+
+    def enqueue_compaction(
+        self, db: str, table: str, partition: str | None = None, *, major: bool = True
+    ) -> int:
+        """Queue a compaction request (state ``i`` initiated); the compactor comes later."""
+        return self._db.run(
+            "enqueue_compaction",
+            lambda tx: enqueue_compaction(
+                tx, db, table, partition, "a" if major else "i", now_ms=self._now_ms()
+            ),
+        )
+
+    def list_compactions(self) -> list[CompactionInfo]:
+        return self._db.run("list_compactions", list_compactions, write=False, idempotent=True)

@@ -49,6 +49,7 @@ def create_lock(tx: Tx, req: LockRequest, *, now: int) -> LockResponse:
         insert_txn_components(tx, req)
     return check_lock(tx, ext, zero_wait=req.zero_wait_read, now=now)
 
+
 def insert_txn_components(tx: Tx, req: LockRequest) -> None:
     comps: dict[tuple[str, str, str | None], str] = {}
     for c in req.components:
@@ -82,6 +83,7 @@ def insert_txn_components(tx: Tx, req: LockRequest) -> None:
         "TC_OPERATION_TYPE, TC_WRITEID) VALUES (?, ?, ?, ?, ?, ?)",
         [(req.txn_id, d, t, p, op, wids[(d, t)]) for (d, t, p), op in comps.items()],
     )
+
 
 def check_lock(tx: Tx, ext: int, *, zero_wait: bool, now: int) -> LockResponse:
     """Hive's ``checkLock``: FIFO against every lock with a smaller ext id."""

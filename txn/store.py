@@ -13,9 +13,8 @@ are milliseconds since the epoch, as in Hive.
 
 from __future__ import annotations
 
-import enum
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -28,9 +27,9 @@ from acid.errors import (
     TxnAbortedError,
 )
 from acid.snapshot import LONG_MAX, ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
-from txn import catalog_sql
-from txn.catalog import DatabaseDef, PartitionInfo, TableDef
-from txn.catalog_sql import CompactionInfo
+from txn import catalog_sql, lock_sql, snapshot_sql
+from txn.catalog import PartitionInfo
+from txn.catalog_sql import CatalogOps
 from txn.db import Database, Tx
 from txn.locks import (
     DataOperationType,
@@ -39,9 +38,19 @@ from txn.locks import (
     LockResponse,
     LockState,
     LockType,
-    lock_blocks,
 )
 from txn.migrations import MIGRATIONS, SCHEMA_VERSION
+from txn.txn_sql import (
+    ABORT_ROLLBACK,
+    ABORT_TIMEOUT,
+    TxnState,
+    abort_txns,
+    chunks,
+    marks,
+    norm,
+    require_open,
+    write_set_check,
+)
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_S",
@@ -60,19 +69,6 @@ DEFAULT_TXN_TIMEOUT_S = 300.0
 """``hive.txn.timeout``: open txns without a heartbeat for this long are aborted by the reaper."""
 TXN_KEY_START = "_meta"
 """``TxnStore.TXN_KEY_START``: commit key/value keys must start with it."""
-ABORT_ROLLBACK = "ABORT_ROLLBACK"
-ABORT_TIMEOUT = "ABORT_TIMEOUT"
-ABORT_WRITE_CONFLICT = "ABORT_WRITE_CONFLICT"
-_READ_ONLY_TXN = 2
-_IN_CHUNK = 500  # ids per IN (...) list; both backends accept far more, this keeps SQL small
-
-
-class TxnState(enum.Enum):
-    """``TXNS.TXN_STATE`` codes."""
-
-    OPEN = "o"
-    ABORTED = "a"
-    COMMITTED = "c"
 
 
 @dataclass(frozen=True)
@@ -100,20 +96,7 @@ class TxnInfo:
     abort_reason: str | None
 
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
-    for i in range(0, len(ids), _IN_CHUNK):
-        yield ids[i : i + _IN_CHUNK]
-
-
-def _name(s: str) -> str:
-    return s.strip().lower()
-
-
-class TxnStore:
+class TxnStore(CatalogOps):
     """Transactions, write ids, locks, read snapshots and the table catalog in one database.
 
     Open one with :func:`open_store`. A store holds one connection; it may be
@@ -238,16 +221,16 @@ class TxnStore:
         ids = sorted(set(txn_ids))
         if not ids:
             return {}
-        db, table = _name(db), _name(table)
+        db, table = norm(db), norm(table)
 
         def body(tx: Tx) -> dict[int, int]:
-            self._require_open(tx, ids, for_write=True)
+            require_open(tx, ids, for_write=True)
             have: dict[int, int] = {}
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 have.update(
                     tx.q(
                         "SELECT T2W_TXNID, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? "
-                        f"AND T2W_TABLE = ? AND T2W_TXNID IN ({_marks(len(chunk))})",
+                        f"AND T2W_TABLE = ? AND T2W_TXNID IN ({marks(len(chunk))})",
                         db,
                         table,
                         *chunk,
@@ -294,8 +277,8 @@ class TxnStore:
                 "SELECT T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? AND T2W_DATABASE = ? "
                 "AND T2W_TABLE = ?",
                 txn_id,
-                _name(db),
-                _name(table),
+                norm(db),
+                norm(table),
             ),
             write=False,
             idempotent=True,
@@ -309,8 +292,8 @@ class TxnStore:
             lambda tx: tx.one(
                 "SELECT T2W_TXNID FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? AND T2W_TABLE = ? "
                 "AND T2W_WRITEID = ?",
-                _name(db),
-                _name(table),
+                norm(db),
+                norm(table),
                 write_id,
             ),
             write=False,
@@ -365,7 +348,7 @@ class TxnStore:
                 txn_id,
             )
             if any(c[3] in ("u", "d") for c in comps):
-                conflict = self._write_set(tx, txn_id, comps, now)
+                conflict = write_set_check(tx, txn_id, comps, now)
                 if conflict is not None:
                     return conflict
             if comps:
@@ -407,7 +390,7 @@ class TxnStore:
             if row[0] == TxnState.COMMITTED.value:
                 raise TransactionError(f"Transaction txnid:{txn_id} is already committed")
             if row[0] == TxnState.OPEN.value:
-                self._abort_in_tx(tx, [txn_id], reason, self._now_ms())
+                abort_txns(tx, [txn_id], reason, self._now_ms())
 
         self._db.run("abort_txn", body, idempotent=True)
 
@@ -432,7 +415,7 @@ class TxnStore:
             rows = tx.q(
                 "SELECT TXN_ID, TXN_STATE FROM TXNS WHERE TXN_ID >= ? AND TXN_ID <= ?", lo, hi
             )
-            states = dict(rows)
+            states: dict[int, str] = {int(r[0]): str(r[1]) for r in rows}
             aborted = frozenset(t for t, s in states.items() if s == TxnState.ABORTED.value)
             nosuch = frozenset(t for t in range(lo, hi + 1) if states.get(t) not in ("o", "a"))
             return HeartbeatResult(aborted=aborted, nosuch=nosuch)
@@ -463,7 +446,7 @@ class TxnStore:
                 cutoff,
             )
             ids = [int(r[0]) for r in rows]
-            self._abort_in_tx(tx, ids, reason, now_ms)
+            abort_txns(tx, ids, reason, now_ms)
             tx.x("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = 0 AND HL_LAST_HEARTBEAT < ?", cutoff)
             return ids
 
@@ -492,95 +475,21 @@ class TxnStore:
         current txn, the hwm is capped at it and only txns below it are exceptions, so a txn
         sees its own writes.
         """
-
-        def body(tx: Tx) -> tuple[int, list[tuple[int, str]]]:
-            row = tx.one("SELECT NTXN_NEXT FROM NEXT_TXN_ID")
-            assert row is not None
-            hwm = int(row[0]) - 1
-            rows = tx.q(
-                "SELECT TXN_ID, TXN_STATE FROM TXNS WHERE TXN_STATE IN ('o', 'a') AND TXN_ID <= ? "
-                "ORDER BY TXN_ID",
-                hwm,
-            )
-            return hwm, rows
-
-        hwm, rows = self._db.run("get_valid_txns", body, write=False, idempotent=True)
-        if current_txn > 0:
-            hwm = min(current_txn, hwm)
-            rows = [r for r in rows if r[0] < current_txn]
-        opens = [t for t, s in rows if s == TxnState.OPEN.value]
-        aborted = [t for t, s in rows if s == TxnState.ABORTED.value]
-        min_open = opens[0] if opens else LONG_MAX
-        return ValidTxnList(hwm, tuple(opens), tuple(aborted), min_open)
+        hwm, rows = self._db.run(
+            "get_valid_txns", snapshot_sql.read_txn_snapshot, write=False, idempotent=True
+        )
+        return snapshot_sql.valid_read_txn_list(hwm, rows, current_txn)
 
     def _table_write_state(
         self, db: str, table: str, valid_txns: ValidTxnList
     ) -> tuple[int, list[int], list[int]]:
-        """``GetValidWriteIdsForTableFunction``: (write hwm, open write ids, aborted write ids)."""
-        db, table = _name(db), _name(table)
-        invalid = valid_txns.invalid_txns
-        txn_hwm = valid_txns.high_watermark
-        # Rows whose txn is below every exception (and <= hwm) are valid; only the rest need
-        # a per-row look. This keeps snapshots cheap on long histories.
-        lowest_invalid = invalid[0] if invalid else LONG_MAX
-        if txn_hwm < lowest_invalid:
-            lowest_invalid = txn_hwm + 1  # txns above the snapshot's hwm are invalid too
-
-        def body(tx: Tx) -> tuple[int, list[tuple[int, int]], bool]:
-            row = tx.one(
-                "SELECT MAX(T2W_WRITEID) FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? "
-                "AND T2W_TABLE = ? AND T2W_TXNID <= ?",
-                db,
-                table,
-                txn_hwm,
-            )
-            write_hwm = int(row[0]) if row and row[0] is not None else 0
-            if write_hwm <= 0:
-                nwi = tx.one(
-                    "SELECT NWI_NEXT FROM NEXT_WRITE_ID WHERE NWI_DATABASE = ? AND NWI_TABLE = ?",
-                    db,
-                    table,
-                )
-                write_hwm = int(nwi[0]) - 1 if nwi else 0
-            rows = tx.q(
-                "SELECT T2W_TXNID, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? "
-                "AND T2W_TABLE = ? AND T2W_WRITEID <= ? AND T2W_TXNID >= ? ORDER BY T2W_WRITEID",
-                db,
-                table,
-                write_hwm,
-                lowest_invalid,
-            )
-            older_valid = (
-                tx.one(
-                    "SELECT 1 FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? AND T2W_TABLE = ? "
-                    "AND T2W_WRITEID <= ? AND T2W_TXNID < ? LIMIT 1",
-                    db,
-                    table,
-                    write_hwm,
-                    lowest_invalid,
-                )
-                is not None
-            )
-            return write_hwm, rows, older_valid
-
         write_hwm, rows, found_valid = self._db.run(
-            "get_valid_write_ids", body, write=False, idempotent=True
+            "get_valid_write_ids",
+            lambda tx: snapshot_sql.read_table_writes(tx, norm(db), norm(table), valid_txns),
+            write=False,
+            idempotent=True,
         )
-        invalid_ids: list[tuple[int, bool]] = []
-        for txn, wid in rows:
-            if valid_txns.is_txn_valid(txn):
-                found_valid = True
-                continue
-            invalid_ids.append((wid, valid_txns.is_txn_aborted(txn)))
-        opens = [w for w, ab in invalid_ids if not ab]
-        if not found_valid and invalid_ids:
-            # Step 3: nothing valid below the hwm: the lowest invalid write id becomes the hwm.
-            min_open = min(opens) if opens else LONG_MAX
-            wid = invalid_ids[0][0]
-            if wid == min_open:
-                return wid, [wid], []
-            return wid, [], [wid]
-        return write_hwm, opens, [w for w, ab in invalid_ids if ab]
+        return snapshot_sql.table_write_state(valid_txns, write_hwm, rows, found_valid)
 
     def get_valid_write_ids(
         self, db: str, table: str, valid_txns: ValidTxnList
@@ -589,7 +498,7 @@ class TxnStore:
         hwm, opens, aborted = self._table_write_state(db, table, valid_txns)
         min_open = min(opens) if opens else LONG_MAX
         return ValidWriteIdList(
-            f"{_name(db)}.{_name(table)}", hwm, tuple(opens), tuple(aborted), min_open
+            f"{norm(db)}.{norm(table)}", hwm, tuple(opens), tuple(aborted), min_open
         )
 
     def get_valid_compactor_write_ids(
@@ -598,7 +507,7 @@ class TxnStore:
         """The compactor's view of a table (``TxnUtils.createValidCompactWriteIdList``)."""
         hwm, opens, aborted = self._table_write_state(db, table, valid_txns)
         return ValidCompactorWriteIdList.from_table_state(
-            f"{_name(db)}.{_name(table)}", hwm, opens, aborted
+            f"{norm(db)}.{norm(table)}", hwm, opens, aborted
         )
 
     # -- locks ------------------------------------------------------------------------------
@@ -614,7 +523,9 @@ class TxnStore:
                 waiting request is withdrawn).
             TxnAbortedError: the owning txn is aborted.
         """
-        resp = self._db.run("lock", lambda tx: self._lock_body(tx, request))
+        resp = self._db.run(
+            "lock", lambda tx: lock_sql.create_lock(tx, request, now=self._now_ms())
+        )
         if resp.state is LockState.WAITING and wait_s > 0:
             return self.wait_for_lock(resp.lock_id, timeout_s=wait_s)
         return resp
@@ -628,7 +539,7 @@ class TxnStore:
 
         def body(tx: Tx) -> LockResponse:
             tx.q(f"SELECT NL_NEXT FROM NEXT_LOCK_ID{tx.for_update}")  # the checkLock mutex
-            return self._check(tx, lock_id, zero_wait=False, now=self._now_ms())
+            return lock_sql.check_lock(tx, lock_id, zero_wait=False, now=self._now_ms())
 
         return self._db.run("check_lock", body, idempotent=True)
 
@@ -723,7 +634,7 @@ class TxnStore:
                 r[11],
                 r[12],
                 r[13] or "",
-            )  # fmt: skip
+            )
             for r in rows
         ]
 
@@ -746,10 +657,10 @@ class TxnStore:
         code = "u" if op is DataOperationType.UNSET else op.value
         if code not in ("i", "u", "d"):
             raise ValueError(f"dynamic partitions need an INSERT/UPDATE/DELETE op, not {op}")
-        db, table = _name(db), _name(table)
+        db, table = norm(db), norm(table)
 
         def body(tx: Tx) -> list[PartitionInfo]:
-            self._require_open(tx, [txn_id])
+            require_open(tx, [txn_id])
             infos = catalog_sql.ensure_partitions_by_name(
                 tx, db, table, part_names, now_ms=self._now_ms()
             )
@@ -783,120 +694,6 @@ class TxnStore:
             ),
             write=False,
             idempotent=True,
-        )
-
-    # -- catalog ----------------------------------------------------------------------------
-    def create_database(
-        self,
-        name: str,
-        *,
-        location: str | None = None,
-        description: str = "",
-        owner: str = "",
-        if_not_exists: bool = False,
-    ) -> DatabaseDef:
-        """Create a database; its location defaults to ``<warehouse>/<name>.db``."""
-        d = DatabaseDef(name, location, description, owner)
-        return self._db.run(
-            "create_database",
-            lambda tx: catalog_sql.create_database(
-                tx, d, warehouse=self.warehouse, now_ms=self._now_ms(), if_not_exists=if_not_exists
-            ),
-        )
-
-    def get_database(self, name: str) -> DatabaseDef:
-        return self._db.run(
-            "get_database",
-            lambda tx: catalog_sql.get_database(tx, name),
-            write=False,
-            idempotent=True,
-        )
-
-    def list_databases(self) -> list[DatabaseDef]:
-        return self._db.run(
-            "list_databases", catalog_sql.list_databases, write=False, idempotent=True
-        )
-
-    def create_table(self, table: TableDef, *, if_not_exists: bool = False) -> TableDef:
-        """Validate (as Hive does) and create a table; returns the stored definition.
-
-        Raises:
-            ConfigError: the definition breaks a rule, or the table exists.
-            TableNotFoundError: the database does not exist.
-        """
-        return self._db.run(
-            "create_table",
-            lambda tx: catalog_sql.create_table(
-                tx,
-                table,
-                warehouse=self.warehouse,
-                now_ms=self._now_ms(),
-                if_not_exists=if_not_exists,
-            ),
-        )
-
-    def get_table(self, db: str, table: str) -> TableDef:
-        """The table's definition. Raises TableNotFoundError."""
-        return self._db.run(
-            "get_table",
-            lambda tx: catalog_sql.get_table(tx, db, table),
-            write=False,
-            idempotent=True,
-        )
-
-    def list_tables(self, db: str | None = None) -> list[TableDef]:
-        """Tables of one database, or of all, by name."""
-        return self._db.run(
-            "list_tables", lambda tx: catalog_sql.list_tables(tx, db), write=False, idempotent=True
-        )
-
-    def add_partition(
-        self, db: str, table: str, values: Sequence[str | None] | Mapping[str, str | None]
-    ) -> PartitionInfo:
-        """Create a partition if it does not exist (values in key order, or by key)."""
-        return self._db.run(
-            "add_partition",
-            lambda tx: catalog_sql.add_partition(tx, db, table, values, now_ms=self._now_ms()),
-        )
-
-    def list_partitions(self, db: str, table: str) -> list[PartitionInfo]:
-        return self._db.run(
-            "list_partitions",
-            lambda tx: catalog_sql.list_partitions(tx, db, table),
-            write=False,
-            idempotent=True,
-        )
-
-    def get_table_param(self, db: str, table: str, key: str) -> str | None:
-        """A table parameter (property, or a key stored by ``commit_txn``), or ``None``."""
-        return self._db.run(
-            "get_table_param",
-            lambda tx: catalog_sql.get_table_param(tx, db, table, key),
-            write=False,
-            idempotent=True,
-        )
-
-    def set_table_param(self, db: str, table: str, key: str, value: str) -> None:
-        self._db.run(
-            "set_table_param",
-            lambda tx: catalog_sql.set_table_param(tx, db, table, key, value),
-            idempotent=True,
-        )
-
-    def enqueue_compaction(
-        self, db: str, table: str, partition: str | None = None, *, major: bool = True
-    ) -> int:
-        """Queue a compaction request (state ``i`` initiated); the compactor comes later."""
-        return self._db.run(
-            "enqueue_compaction",
-            lambda tx: catalog_sql.enqueue_compaction(
-                tx, db, table, partition, "a" if major else "i", now_ms=self._now_ms()
-            ),
-        )
-
-    def list_compactions(self) -> list[CompactionInfo]:
-        return self._db.run(
-            "list_compactions", catalog_sql.list_compactions, write=False, idempotent=True
         )
 
 

@@ -95,7 +95,8 @@ def abort_txns(tx: Tx, txn_ids: Sequence[int], reason: str, now: int) -> None:
         tx.x(f"DELETE FROM HIVE_LOCKS WHERE HL_TXNID IN ({qs})", *chunk)
 
 
-def write_set_check(tx: Tx, txn_id: int, comps: list[tuple[str, str | None, str | None, str]], now: int
+def write_set_check(
+    tx: Tx, txn_id: int, comps: list[tuple[str, str | None, str | None, str]], now: int
 ) -> CommitConflictError | None:
     """Hive's write-write conflict check; on a conflict the txn is aborted in this DB txn."""
     # The commit mutex: commits with update/delete components run one at a time, so each

@@ -9,7 +9,7 @@ import pyorc
 import pytest
 
 from acid import bucket_codec, layout
-from acid.errors import AcidFormatError, ConfigError
+from acid.errors import AcidFormatError, ConfigError, SerializationError
 from acid.orc_tail import parse_tail
 from acid.side_file import decode_flush_lengths
 from acid.storage import Storage
@@ -237,3 +237,18 @@ def test_arrow_engine_keeps_hive_char_and_varchar_semantics(tmp_path: Path) -> N
     assert str(r.schema) == wf.schema.orc_event_schema()
     got = [tuple(x[5]) for x in r]
     assert got == [e[5] for e in wf.events]  # char padded to 4, varchar truncated to 3
+
+
+def test_bad_value_raises_serialization_error_and_keeps_key_index_exact(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    with pytest.raises(SerializationError):
+        w.insert(1, [(1, "a", 1), (2, "b", "not an int"), (3, "c", 3)])
+    assert w.rows_written == 1
+    w.insert(2, [(4, "d", 4)])
+    length = w.flush()
+    w.close()
+    r = pyorc.Reader(io.BytesIO(Path(path).read_bytes()[:length]))
+    assert [(x[1], x[3]) for x in r] == [(1, 0), (2, 0)]
+    assert r.user_metadata["hive.acid.key.index"] == b"2,536870912,0;"

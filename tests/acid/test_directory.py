@@ -1,0 +1,344 @@
+"""``get_acid_state``: Hive's directory selection rules one by one, and property-based checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acid.directory import LONG_MIN, find_best_working_deltas, get_acid_state, is_valid_base
+from acid.errors import AcidFormatError, NotEnoughHistoryError
+from acid.layout import ParsedBase, ParsedDelta, base_dir_name, delta_dir_name, parse_dir_name
+from acid.snapshot import LONG_MAX, ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
+from tests.acid.orc_builders import write_side_file
+
+ALL_TXNS = ValidTxnList()
+
+
+def make(table: Path, *names: str) -> Path:
+    for n in names:
+        (table / n).mkdir(parents=True, exist_ok=True)
+    return table
+
+
+def names(paths: tuple[str, ...]) -> list[str]:
+    return sorted(Path(p).name for p in paths)
+
+
+def wl(hwm: int, open_ids: tuple[int, ...] = (), aborted: tuple[int, ...] = ()) -> ValidWriteIdList:
+    min_open = min(open_ids) if open_ids else LONG_MAX
+    return ValidWriteIdList("db.t", hwm, open_ids, aborted, min_open)
+
+
+def test_valid_txn_list_is_mandatory(tmp_path: Path) -> None:
+    with pytest.raises(AcidFormatError, match="No ValidTxnList"):
+        get_acid_state(str(make(tmp_path, "delta_0000001_0000001_0000")), write_ids=None, txns=None)
+
+
+def test_highest_valid_base_wins_and_makes_older_things_obsolete(tmp_path: Path) -> None:
+    t = make(
+        tmp_path,
+        "base_0000005",
+        "base_0000010",
+        "delta_0000003_0000003_0000",
+        "delta_0000011_0000011_0000",
+        "sub",
+    )
+    (t / "000000_0").write_bytes(b"x")
+    s = get_acid_state(str(t), write_ids=wl(20), txns=ALL_TXNS)
+    assert s.base is not None and s.base.name == "base_0000010"
+    assert [d.name for d in s.deltas] == ["delta_0000011_0000011_0000"]
+    assert names(s.obsolete) == ["000000_0", "base_0000005", "delta_0000003_0000003_0000", "sub"]
+    assert s.original_files == ()
+
+
+def test_compacted_base_needs_a_valid_visibility_txn(tmp_path: Path) -> None:
+    t = make(tmp_path, "base_0000005", "base_0000010_v0000050", "base_0000012_v0000060")
+    txns = ValidTxnList(high_watermark=100, open_txns=(50,), aborted_txns=(60,), min_open_txn=50)
+    s = get_acid_state(str(t), write_ids=wl(20), txns=txns)
+    assert s.base is not None and s.base.name == "base_0000005"
+    assert names(s.aborted) == ["base_0000012_v0000060"]  # aborted compactor txn: cleanable
+    # Once the compactor txn commits, its base is used.
+    s2 = get_acid_state(str(t), write_ids=wl(20), txns=ValidTxnList())
+    assert s2.base is not None and s2.base.name == "base_0000012_v0000060"
+
+
+def test_not_enough_history_when_only_a_newer_compacted_base_exists(tmp_path: Path) -> None:
+    t = make(tmp_path, "base_0000010_v0000030", "delta_0000011_0000011_0000")
+    # Write id 5 is still open for this reader: the compacted base (10 >= minOpen 5) is unusable.
+    with pytest.raises(NotEnoughHistoryError, match=r"Not enough history available for \(20,5\)"):
+        get_acid_state(str(t), write_ids=wl(20, open_ids=(5,)), txns=ALL_TXNS)
+
+
+def test_metadata_acid_file_marks_a_compacted_base(tmp_path: Path) -> None:
+    t = make(tmp_path, "base_0000010")
+    (t / "base_0000010" / "_metadata_acid").write_text(
+        '{"thisFileVersion":"0","dataFormat":"compacted"}'
+    )
+    with pytest.raises(NotEnoughHistoryError):
+        get_acid_state(str(t), write_ids=wl(20, open_ids=(5,)), txns=ALL_TXNS)
+    (t / "base_0000010" / "_metadata_acid").write_text(
+        '{"thisFileVersion":"1","dataFormat":"compacted"}'
+    )
+    with pytest.raises(AcidFormatError, match="thisFileVersion"):
+        get_acid_state(str(t), write_ids=wl(20), txns=ALL_TXNS)
+
+
+def test_insert_overwrite_base_only_needs_a_valid_write_id(tmp_path: Path) -> None:
+    # IOW base_10 while 5 is open: valid (10 is committed), unlike a compacted base_10.
+    t = make(tmp_path, "base_0000010")
+    s = get_acid_state(str(t), write_ids=wl(20, open_ids=(5,)), txns=ALL_TXNS)
+    assert s.base is not None and s.base.name == "base_0000010"
+    # An IOW base of an open write id is not used, and it is no error either.
+    s = get_acid_state(str(t), write_ids=wl(20, open_ids=(10, 12)), txns=ALL_TXNS)
+    assert s.base is not None  # 10 <= minOpenWriteId 10: Hive's first isValidBase rule
+    s = get_acid_state(str(t), write_ids=wl(20, open_ids=(8, 10)), txns=ALL_TXNS)
+    assert s.base is None and s.obsolete == ()
+
+
+def test_aborted_insert_overwrite_base_is_listed_as_aborted(tmp_path: Path) -> None:
+    t = make(tmp_path, "base_0000005", "base_0000010")
+    s = get_acid_state(str(t), write_ids=wl(20, aborted=(10,)), txns=ALL_TXNS)
+    assert s.base is not None and s.base.name == "base_0000005"
+    assert names(s.aborted) == ["base_0000010"] and s.aborted_write_ids == (10,)
+
+
+def test_same_write_id_compacted_base_beats_insert_overwrite(tmp_path: Path) -> None:
+    t = make(tmp_path, "base_0000010", "base_0000010_v0000020")
+    s = get_acid_state(str(t), write_ids=wl(20), txns=ALL_TXNS)
+    assert s.base is not None and s.base.name == "base_0000010_v0000020"
+    assert names(s.obsolete) == ["base_0000010"]
+
+
+def test_is_valid_base_rules() -> None:
+    w = wl(20, open_ids=(15,))
+    assert is_valid_base(LONG_MIN, compacted=True, write_ids=w)
+    assert is_valid_base(15, compacted=True, write_ids=w)  # <= minOpenWriteId
+    assert not is_valid_base(16, compacted=True, write_ids=w)
+    assert is_valid_base(16, compacted=False, write_ids=w)  # IOW: 16 is a valid write id
+    assert not is_valid_base(21, compacted=False, write_ids=w)
+    nothing_open = wl(20)
+    assert is_valid_base(20, compacted=True, write_ids=nothing_open)
+    assert not is_valid_base(21, compacted=True, write_ids=nothing_open)
+
+
+def test_aborted_deltas(tmp_path: Path) -> None:
+    t = make(
+        tmp_path,
+        "delta_0000001_0000001_0000",
+        "delta_0000002_0000002_0000",
+        "delta_0000003_0000004",
+    )
+    s = get_acid_state(str(t), write_ids=wl(10, aborted=(2, 3)), txns=ALL_TXNS)
+    assert names(s.aborted) == ["delta_0000002_0000002_0000"]
+    assert [d.name for d in s.deltas] == ["delta_0000001_0000001_0000", "delta_0000003_0000004"]
+    assert s.uncompacted_aborts  # delta_3_4 is partly aborted
+
+
+def test_wide_deltas_first(tmp_path: Path) -> None:
+    t = make(
+        tmp_path,
+        "delta_0000005_0000020",
+        "delta_0000005_0000010",
+        "delta_0000011_0000020",
+        "delta_0000051_0000060",
+    )
+    s = get_acid_state(str(t), write_ids=wl(100), txns=ALL_TXNS)
+    assert [d.name for d in s.deltas] == ["delta_0000005_0000020", "delta_0000051_0000060"]
+    assert names(s.obsolete) == ["delta_0000005_0000010", "delta_0000011_0000020"]
+
+
+def test_statement_grouping_and_delete_delta_pairing(tmp_path: Path) -> None:
+    t = make(
+        tmp_path,
+        "delta_0000005_0000005_0000",
+        "delta_0000005_0000005_0001",
+        "delete_delta_0000005_0000005_0001",
+        "delta_0000007_0000007",
+        "delete_delta_0000007_0000007",
+    )
+    s = get_acid_state(str(t), write_ids=wl(10), txns=ALL_TXNS)
+    assert [d.name for d in s.deltas] == [
+        "delta_0000005_0000005_0000",
+        "delete_delta_0000005_0000005_0001",
+        "delta_0000005_0000005_0001",
+        "delete_delta_0000007_0000007",
+        "delta_0000007_0000007",
+    ]
+    assert s.obsolete == ()
+
+
+def test_wide_delta_makes_inner_delete_delta_obsolete(tmp_path: Path) -> None:
+    t = make(tmp_path, "delta_0000030_0000050", "delete_delta_0000040_0000040_0000")
+    s = get_acid_state(str(t), write_ids=wl(60), txns=ALL_TXNS)
+    assert [d.name for d in s.deltas] == ["delta_0000030_0000050"]
+    assert names(s.obsolete) == ["delete_delta_0000040_0000040_0000"]
+
+
+def test_delta_above_high_watermark_is_neither_used_nor_obsolete(tmp_path: Path) -> None:
+    t = make(tmp_path, "delta_0000001_0000001_0000", "delta_0000005_0000005_0000")
+    s = get_acid_state(str(t), write_ids=wl(3), txns=ALL_TXNS)
+    assert [d.name for d in s.deltas] == ["delta_0000001_0000001_0000"]
+    assert s.obsolete == () and s.aborted == ()
+
+
+def test_original_files_sorted_by_path_and_original_dirs_recursed(tmp_path: Path) -> None:
+    from tests.acid.orc_builders import write_original
+    import pyarrow as pa
+
+    t = tmp_path / "t"
+    ty = {"id": pa.int32()}
+    write_original(t / "000001_0", {"id": [1, 2]}, types=ty)
+    write_original(t / "000000_0_copy_1", {"id": [3]}, types=ty)
+    write_original(t / "000000_0", {"id": [4, 5, 6]}, types=ty)
+    write_original(t / "HIVE_UNION_SUBDIR_1" / "000000_0", {"id": [7]}, types=ty)
+    (t / "empty_0").write_bytes(b"")  # 0-length files are ignored
+    s = get_acid_state(str(t), write_ids=None, txns=ALL_TXNS)
+    got = [
+        (Path(o.path).relative_to(t).as_posix(), o.bucket_id, o.start_row_id)
+        for o in s.original_files
+    ]
+    assert got == [
+        ("000000_0", 0, 0),
+        ("000000_0_copy_1", 0, 3),
+        ("000001_0", 1, 0),
+        ("HIVE_UNION_SUBDIR_1/000000_0", 0, 4),
+    ]
+
+
+def test_side_file_lengths_only_for_streaming_insert_deltas(tmp_path: Path) -> None:
+    t = tmp_path / "t"
+    for d in (
+        "delta_0000001_0000002",
+        "delta_0000003_0000003_0000",
+        "delta_0000004_0000005_v0000009",
+    ):
+        f = t / d / "bucket_00000"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"0" * 100)
+        write_side_file(f, [0, 40])
+    s = get_acid_state(str(t), write_ids=None, txns=ALL_TXNS)
+    lengths = {Path(p).parent.name: n for p, n in s.logical_lengths().items()}
+    assert lengths == {
+        "delta_0000001_0000002": 40,
+        "delta_0000003_0000003_0000": 100,
+        "delta_0000004_0000005_v0000009": 100,
+    }
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"\x00\x00\x00", b"\x00" * 7 + b"\x28" + b"\x00" * 7 + b"\xff"]
+)
+def test_corrupt_side_file_is_a_format_error(tmp_path: Path, raw: bytes) -> None:
+    f = tmp_path / "delta_0000001_0000002" / "bucket_00000"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"0" * 100)
+    write_side_file(f, [], raw=raw)
+    with pytest.raises(AcidFormatError, match="_flush_length"):
+        get_acid_state(str(tmp_path), write_ids=None, txns=ALL_TXNS)
+
+
+def test_compactor_write_id_list_excludes_unresolved_streaming_delta(tmp_path: Path) -> None:
+    t = make(
+        tmp_path,
+        "delta_0000001_0000001_0000",
+        "delta_0000002_0000004",
+        "delta_0000005_0000005_0000",
+    )
+    cw = ValidCompactorWriteIdList.from_table_state(
+        "db.t", 5, open_write_ids=(3,), aborted_write_ids=()
+    )
+    s = get_acid_state(str(t), write_ids=cw, txns=ALL_TXNS)
+    assert [d.name for d in s.deltas] == ["delta_0000001_0000001_0000"]
+
+
+def test_unparsable_delta_name_is_a_format_error(tmp_path: Path) -> None:
+    with pytest.raises(AcidFormatError, match="unparsable"):
+        get_acid_state(str(make(tmp_path, "delta_x_y")), write_ids=None, txns=ALL_TXNS)
+
+
+# ------------------------------------------------------------------------------- names
+
+
+ids = st.integers(min_value=0, max_value=10**15)
+
+
+@given(
+    lo=ids, span=st.integers(0, 10**6), stmt=st.integers(-1, 9999), vis=ids, delete=st.booleans()
+)
+def test_delta_names_round_trip_with_wide_numbers(
+    lo: int, span: int, stmt: int, vis: int, delete: bool
+) -> None:
+    name = delta_dir_name(lo, lo + span, statement_id=stmt, visibility_txn_id=vis, delete=delete)
+    assert parse_dir_name(name) == ParsedDelta(lo, lo + span, stmt, vis, delete)
+
+
+@given(w=ids, vis=ids)
+def test_base_names_round_trip_with_wide_numbers(w: int, vis: int) -> None:
+    assert parse_dir_name(base_dir_name(w, visibility_txn_id=vis)) == ParsedBase(w, vis)
+
+
+# ------------------------------------------------------------------- property-based selection
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[set[int], list[tuple[int, int]], ValidWriteIdList]:
+    """Write ids 1..n written as delta_w_w (some ids never written), plus disjoint
+    minor-compacted ranges over ids that were resolved when compaction ran, and a reader's
+    ValidWriteIdList."""
+    n = draw(st.integers(1, 14))
+    written = {w for w in range(1, n + 1) if draw(st.booleans()) or w == n}
+    hwm = draw(st.integers(0, n))
+    open_ids = tuple(sorted(w for w in range(1, hwm + 1) if draw(st.integers(0, 4)) == 0))
+    aborted = tuple(
+        sorted(w for w in range(1, hwm + 1) if w not in open_ids and draw(st.integers(0, 4)) == 0)
+    )
+    ranges: list[tuple[int, int]] = []
+    w = 1
+    while w <= hwm:
+        if draw(st.integers(0, 2)) == 0:
+            hi = draw(st.integers(w, hwm))
+            if not any(w <= o <= hi for o in open_ids):
+                ranges.append((w, hi))
+                w = hi + 1
+                continue
+        w += 1
+    return written, ranges, wl(hwm, open_ids, aborted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories())
+def test_chosen_deltas_show_exactly_the_valid_write_ids(
+    h: tuple[set[int], list[tuple[int, int]], ValidWriteIdList],
+) -> None:
+    written, ranges, wids = h
+    # Brute force: the rows a reader must see are those of valid, written write ids.
+    expect = {w for w in written if wids.is_write_id_valid(w)}
+    # Content of each delta: its write ids that were written (a compacted range holds the
+    # committed ones among them; aborted ids never reach compaction output).
+    content: dict[tuple[int, int, int], set[int]] = {}
+    for w in written:
+        content[(w, w, 0)] = {w}
+    for lo, hi in ranges:
+        content[(lo, hi, -1)] = {
+            w for w in written if lo <= w <= hi and not wids.is_write_id_aborted(w)
+        }
+    candidates = []
+    for lo, hi, stmt in content:
+        if wids.is_write_id_range_aborted(lo, hi).name == "ALL":
+            continue  # aborted directory
+        if wids.is_write_id_range_valid(lo, hi).name != "NONE":
+            candidates.append(
+                (ParsedDelta(lo, hi, stmt), delta_dir_name(lo, hi, statement_id=stmt))
+            )
+    chosen, _ = find_best_working_deltas(candidates, base_write_id=None, write_ids=wids)
+    seen: list[int] = []
+    for d, _name in chosen:
+        seen.extend(
+            w
+            for w in content[(d.min_write_id, d.max_write_id, d.statement_id)]
+            if wids.is_write_id_valid(w)
+        )
+    assert sorted(seen) == sorted(expect)  # every visible write id exactly once

@@ -1,0 +1,115 @@
+"""Read snapshots from the store: Hive's ``getOpenTxns`` / ``createValidReadTxnList`` and
+``GetValidWriteIdsForTableFunction`` (spec §6.4).
+
+The ``read_*`` functions run inside a read-only DB transaction (PostgreSQL:
+REPEATABLE READ, so their queries see one state); the others are pure.
+"""
+
+from __future__ import annotations
+
+from acid.snapshot import LONG_MAX, ValidTxnList
+from txn.db import Tx
+from txn.txn_sql import TxnState
+
+__all__ = [
+    "read_table_writes",
+    "read_txn_snapshot",
+    "table_write_state",
+    "valid_read_txn_list",
+]
+
+
+def read_txn_snapshot(tx: Tx) -> tuple[int, list[tuple[int, str]]]:
+    """``getOpenTxns``: the txn hwm and every open or aborted txn at or below it, ascending."""
+    row = tx.one("SELECT NTXN_NEXT FROM NEXT_TXN_ID")
+    assert row is not None, "NEXT_TXN_ID is seeded by the schema"
+    hwm = int(row[0]) - 1
+    rows = tx.q(
+        "SELECT TXN_ID, TXN_STATE FROM TXNS WHERE TXN_STATE IN ('o', 'a') AND TXN_ID <= ? "
+        "ORDER BY TXN_ID",
+        hwm,
+    )
+    return hwm, [(int(r[0]), str(r[1])) for r in rows]
+
+
+def valid_read_txn_list(hwm: int, rows: list[tuple[int, str]], current_txn: int) -> ValidTxnList:
+    """``createValidReadTxnList``: with a current txn, cap the hwm at it and keep only the
+    exceptions below it (a txn sees its own writes); ``minOpenTxn`` is the first open one."""
+    if current_txn > 0:
+        hwm = min(current_txn, hwm)
+        rows = [r for r in rows if r[0] < current_txn]
+    opens = [t for t, s in rows if s == TxnState.OPEN.value]
+    aborted = [t for t, s in rows if s == TxnState.ABORTED.value]
+    return ValidTxnList(hwm, tuple(opens), tuple(aborted), opens[0] if opens else LONG_MAX)
+
+
+def read_table_writes(
+    tx: Tx, db: str, table: str, valid_txns: ValidTxnList
+) -> tuple[int, list[tuple[int, int]], bool]:
+    """Steps 1-2 of ``GetValidWriteIdsForTable``, the database part.
+
+    Returns:
+        ``(write hwm, (txn, write id) rows that may be invalid, whether an older valid
+        write exists)``. Rows whose txn is below every exception of the snapshot are valid
+        without a look, which keeps snapshots cheap on long histories.
+    """
+    invalid = valid_txns.invalid_txns
+    txn_hwm = valid_txns.high_watermark
+    lowest_invalid = invalid[0] if invalid else LONG_MAX
+    if txn_hwm < lowest_invalid:
+        lowest_invalid = txn_hwm + 1  # txns above the snapshot's hwm are invalid too
+    row = tx.one(
+        "SELECT MAX(T2W_WRITEID) FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? "
+        "AND T2W_TABLE = ? AND T2W_TXNID <= ?",
+        db,
+        table,
+        txn_hwm,
+    )
+    write_hwm = int(row[0]) if row and row[0] is not None else 0
+    if write_hwm <= 0:
+        nwi = tx.one(
+            "SELECT NWI_NEXT FROM NEXT_WRITE_ID WHERE NWI_DATABASE = ? AND NWI_TABLE = ?",
+            db,
+            table,
+        )
+        write_hwm = int(nwi[0]) - 1 if nwi else 0
+    rows = tx.q(
+        "SELECT T2W_TXNID, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? "
+        "AND T2W_TABLE = ? AND T2W_WRITEID <= ? AND T2W_TXNID >= ? ORDER BY T2W_WRITEID",
+        db,
+        table,
+        write_hwm,
+        lowest_invalid,
+    )
+    older = tx.one(
+        "SELECT 1 FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? AND T2W_TABLE = ? "
+        "AND T2W_WRITEID <= ? AND T2W_TXNID < ? LIMIT 1",
+        db,
+        table,
+        write_hwm,
+        lowest_invalid,
+    )
+    return write_hwm, [(int(t), int(w)) for t, w in rows], older is not None
+
+
+def table_write_state(
+    valid_txns: ValidTxnList, write_hwm: int, rows: list[tuple[int, int]], found_valid: bool
+) -> tuple[int, list[int], list[int]]:
+    """Steps 2-3: ``(write hwm, open write ids, aborted write ids)`` for the snapshot.
+
+    A write id is invalid when its txn is invalid in ``valid_txns``; aborted if the txn is.
+    Step 3: when no valid write was found, only the lowest invalid write id is kept, it
+    becomes the hwm, and it is aborted unless it is the lowest open write id.
+    """
+    invalid_ids: list[tuple[int, bool]] = []
+    for txn, wid in rows:
+        if valid_txns.is_txn_valid(txn):
+            found_valid = True
+            continue
+        invalid_ids.append((wid, valid_txns.is_txn_aborted(txn)))
+    opens = [w for w, ab in invalid_ids if not ab]
+    if not found_valid and invalid_ids:
+        min_open = min(opens) if opens else LONG_MAX
+        wid = invalid_ids[0][0]
+        return (wid, [wid], []) if wid == min_open else (wid, [], [wid])
+    return write_hwm, opens, [w for w, ab in invalid_ids if ab]
