@@ -58,7 +58,7 @@ def create_database(
     location = d.location
     if location is None and warehouse is not None and name != DEFAULT_DB:
         location = f"{warehouse.rstrip('/')}/{name}.db"
-    changed = tx.x(
+    changed = tx.count(
         "INSERT INTO DBS (NAME, LOCATION, DESCRIPTION, OWNER, CREATE_TIME) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (NAME) DO NOTHING",
         name,
@@ -218,7 +218,7 @@ def _ensure_partition(
     tx: Tx, t: TableDef, name: str, values: tuple[str | None, ...], now_ms: int
 ) -> PartitionInfo:
     location = f"{t.location}/{name}"
-    created = tx.x(
+    created = tx.count(
         "INSERT INTO PARTITIONS (PART_DB, PART_TBL, PART_NAME, LOCATION, CREATE_TIME) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (PART_DB, PART_TBL, PART_NAME) DO NOTHING",
         t.db,

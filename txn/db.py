@@ -75,6 +75,10 @@ class Tx:
         self._db = db
         self.for_update = db.for_update_clause
 
+    def for_update_of(self, alias: str) -> str:
+        """Row-lock clause for a join's ``alias`` table (empty on SQLite, which locks the file)."""
+        return f"{self.for_update} OF {alias}" if self.for_update else ""
+
     def q(self, sql: str, *params: Any) -> list[Row]:
         """Run a query and return all rows."""
         return self._db._query(sql, params)
@@ -84,9 +88,13 @@ class Tx:
         rows = self._db._query(sql, params)
         return rows[0] if rows else None
 
-    def x(self, sql: str, *params: Any) -> int:
+    def x(self, sql: str, *params: Any) -> None:
+        """Run a statement whose result is not needed (PostgreSQL may pipeline it)."""
+        self._db._execute(sql, params)
+
+    def count(self, sql: str, *params: Any) -> int:
         """Run a statement and return the number of rows it changed."""
-        return self._db._execute(sql, params)
+        return self._db._count(sql, params)
 
     def xmany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Run a statement once per parameter row."""
@@ -141,7 +149,13 @@ class Database(abc.ABC):
     def _query(self, sql: str, params: Sequence[Any]) -> list[Row]: ...
 
     @abc.abstractmethod
-    def _execute(self, sql: str, params: Sequence[Any]) -> int: ...
+    def _execute(self, sql: str, params: Sequence[Any]) -> None: ...
+
+    @abc.abstractmethod
+    def _count(self, sql: str, params: Sequence[Any]) -> int: ...
+
+    def _flush(self) -> None:
+        """Make every statement so far reach the server (a pipelining backend overrides it)."""
 
     @abc.abstractmethod
     def _executemany(self, sql: str, rows: list[Sequence[Any]]) -> None: ...
@@ -154,8 +168,10 @@ class Database(abc.ABC):
     def crash_point(self, name: str) -> None:
         """Crash (``ACIDSTREAM_TXN_CRASH_AT``) or call the test hook at step ``name``."""
         if name in self._crash_at:
+            self._flush()  # the crash must fall between statements the server has run
             os.kill(os.getpid(), signal.SIGKILL)
         if self.crash_hook is not None:
+            self._flush()
             self.crash_hook(name)
 
     def close(self) -> None:

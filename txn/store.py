@@ -45,6 +45,7 @@ from txn.txn_sql import (
     ABORT_TIMEOUT,
     TxnState,
     abort_txns,
+    check_open,
     chunks,
     marks,
     norm,
@@ -224,18 +225,26 @@ class TxnStore(CatalogOps):
         db, table = norm(db), norm(table)
 
         def body(tx: Tx) -> dict[int, int]:
-            require_open(tx, ids, for_write=True)
+            # One query checks the txns (row-locking them against a concurrent abort) and
+            # finds the write ids they already have for this table.
             have: dict[int, int] = {}
+            found: dict[int, tuple[str, int]] = {}
             for chunk in chunks(ids):
-                have.update(
-                    tx.q(
-                        "SELECT T2W_TXNID, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_DATABASE = ? "
-                        f"AND T2W_TABLE = ? AND T2W_TXNID IN ({marks(len(chunk))})",
-                        db,
-                        table,
-                        *chunk,
-                    )
+                rows = tx.q(
+                    "SELECT t.TXN_ID, t.TXN_STATE, t.TXN_TYPE, w.T2W_WRITEID FROM TXNS t "
+                    "LEFT JOIN TXN_TO_WRITE_ID w ON w.T2W_TXNID = t.TXN_ID "
+                    "AND w.T2W_DATABASE = ? AND w.T2W_TABLE = ? "
+                    f"WHERE t.TXN_ID IN ({marks(len(chunk))}) ORDER BY t.TXN_ID"
+                    + tx.for_update_of("t"),
+                    db,
+                    table,
+                    *chunk,
                 )
+                for t, state, ttype, wid in rows:
+                    found[t] = (state, ttype)
+                    if wid is not None:
+                        have[t] = int(wid)
+            check_open(found, ids, for_write=True)
             new = [t for t in ids if t not in have]
             if new:
                 bump = (
@@ -335,18 +344,25 @@ class TxnStore(CatalogOps):
 
         def body(tx: Tx) -> CommitConflictError | None:
             now = self._now_ms()
-            row = tx.one(f"SELECT TXN_STATE FROM TXNS WHERE TXN_ID = ?{tx.for_update}", txn_id)
+            row = tx.one(
+                "SELECT t.TXN_STATE, (SELECT COUNT(*) FROM TXN_COMPONENTS c "
+                "WHERE c.TC_TXNID = t.TXN_ID) FROM TXNS t WHERE t.TXN_ID = ?"
+                + tx.for_update_of("t"),
+                txn_id,
+            )
             if row is None or txn_id <= 0:
                 raise TransactionError(f"No such transaction txnid:{txn_id}")
             if row[0] == TxnState.COMMITTED.value:
                 return None
             if row[0] == TxnState.ABORTED.value:
                 raise TxnAbortedError(f"Transaction txnid:{txn_id} already aborted")
-            comps = tx.q(
-                "SELECT TC_DATABASE, TC_TABLE, TC_PARTITION, TC_OPERATION_TYPE FROM TXN_COMPONENTS "
-                "WHERE TC_TXNID = ?",
-                txn_id,
-            )
+            comps: list[tuple[str, str | None, str | None, str]] = []
+            if row[1]:
+                comps = tx.q(
+                    "SELECT TC_DATABASE, TC_TABLE, TC_PARTITION, TC_OPERATION_TYPE "
+                    "FROM TXN_COMPONENTS WHERE TC_TXNID = ?",
+                    txn_id,
+                )
             if any(c[3] in ("u", "d") for c in comps):
                 conflict = write_set_check(tx, txn_id, comps, now)
                 if conflict is not None:
@@ -594,7 +610,7 @@ class TxnStore(CatalogOps):
         """Keep a lock taken outside any txn alive (txn locks live as long as their txn)."""
 
         def body(tx: Tx) -> None:
-            n = tx.x(
+            n = tx.count(
                 "UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_LOCK_EXT_ID = ? "
                 "AND HL_TXNID = 0",
                 self._now_ms(),

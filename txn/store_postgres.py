@@ -5,6 +5,9 @@ locks, as Hive's metastore does: the ``NEXT_TXN_ID`` / ``NEXT_WRITE_ID`` /
 ``NEXT_LOCK_ID`` counter rows, ``SELECT ... FOR UPDATE`` on the ``TXNS`` rows a
 call changes, and the ``TXN_LOCK_TBL`` mutex row for update/delete commits.
 Reads run at REPEATABLE READ so a snapshot's several queries see one state.
+Each call runs in psycopg's pipeline mode: ``BEGIN``, statements whose result
+is not needed and ``COMMIT`` travel together, so a call costs about one
+network round trip per query whose result it reads.
 Serialization failures and deadlocks roll the DB transaction back and are
 retried by :class:`~txn.db.Database`.
 
@@ -55,6 +58,7 @@ class PostgresDatabase(Database):
         if self.schema is not None and not self.schema.replace("_", "").isalnum():
             raise ValueError(f"bad schema name {self.schema!r}")
         self._conn: psycopg.Connection[Any] | None = None
+        self._pipe: psycopg.Pipeline | None = None
         self._sql: dict[str, str] = {}
 
     @property
@@ -78,6 +82,7 @@ class PostgresDatabase(Database):
         self._conn = conn
 
     def _disconnect(self) -> None:
+        self._pipe = None
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -90,12 +95,29 @@ class PostgresDatabase(Database):
         return self._conn
 
     def _begin(self, *, write: bool) -> None:
-        self._c().execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn = self._c()
+        self._pipe = conn.pipeline()
+        self._pipe.__enter__()
+        conn.execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def _end_pipeline(self) -> None:
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            pipe.__exit__(None, None, None)  # syncs: raises the first error of the batch
 
     def _commit(self) -> None:
         self._c().execute("COMMIT")
+        self._end_pipeline()
+
+    def _flush(self) -> None:
+        if self._pipe is not None:
+            self._pipe.sync()
 
     def _rollback(self) -> None:
+        try:
+            self._end_pipeline()
+        except psycopg.Error:
+            pass  # the error being handled already; the transaction is failed or gone
         if self._conn is None or self._conn.closed:
             return
         try:
@@ -121,8 +143,13 @@ class PostgresDatabase(Database):
     def _query(self, sql: str, params: Sequence[Any]) -> list[Row]:
         return self._c().execute(self._pg(sql), params).fetchall()
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> int:
-        return self._c().execute(self._pg(sql), params).rowcount
+    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        self._c().execute(self._pg(sql), params)
+
+    def _count(self, sql: str, params: Sequence[Any]) -> int:
+        cur = self._c().execute(self._pg(sql), params)
+        self._flush()
+        return cur.rowcount
 
     def _executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
         if rows:

@@ -102,7 +102,10 @@ class SqliteDatabase(Database):
     def _query(self, sql: str, params: Sequence[Any]) -> list[Row]:
         return self._c().execute(sql, params).fetchall()
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> int:
+    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        self._c().execute(sql, params)
+
+    def _count(self, sql: str, params: Sequence[Any]) -> int:
         return self._c().execute(sql, params).rowcount
 
     def _executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:

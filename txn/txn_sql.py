@@ -17,6 +17,7 @@ __all__ = [
     "ABORT_WRITE_CONFLICT",
     "TxnState",
     "abort_txns",
+    "check_open",
     "chunks",
     "marks",
     "norm",
@@ -67,7 +68,16 @@ def require_open(tx: Tx, txn_ids: Sequence[int], *, for_write: bool = False) -> 
             f"ORDER BY TXN_ID{tx.for_update}",
             *chunk,
         )
-    found = {r[0]: (r[1], r[2]) for r in rows}
+    check_open({r[0]: (r[1], r[2]) for r in rows}, txn_ids, for_write=for_write)
+
+
+def check_open(
+    found: dict[int, tuple[str, int]], txn_ids: Sequence[int], *, for_write: bool = False
+) -> None:
+    """Raise the typed error for the first txn of ``txn_ids`` that is not open.
+
+    ``found`` maps txn id -> (state, txn type) as read from ``TXNS``.
+    """
     for t in txn_ids:
         state, ttype = found.get(t, (None, 0))
         if state is None or t <= 0:

@@ -209,21 +209,23 @@ def test_original_files_sorted_by_path_and_original_dirs_recursed(tmp_path: Path
 
 
 def test_side_file_lengths_only_for_streaming_insert_deltas(tmp_path: Path) -> None:
+    from acid.schema import TableSchema
+    from acid.writer import write_delta
+
     t = tmp_path / "t"
-    for d in (
-        "delta_0000001_0000002",
-        "delta_0000003_0000003_0000",
-        "delta_0000004_0000005_v0000009",
-    ):
+    for d in ("delta_0000001_0000002", "delta_0000004_0000005_v0000009"):
         f = t / d / "bucket_00000"
         f.parent.mkdir(parents=True)
         f.write_bytes(b"0" * 100)
         write_side_file(f, [0, 40])
+    # delta_x_x may hold raw files, so it must be a real ORC file here.
+    single = Path(write_delta(str(t), TableSchema.parse("a int"), 3, [(1,)]))
+    write_side_file(single, [0, 40])
     s = get_acid_state(str(t), write_ids=None, txns=ALL_TXNS)
     lengths = {Path(p).parent.name: n for p, n in s.logical_lengths().items()}
     assert lengths == {
         "delta_0000001_0000002": 40,
-        "delta_0000003_0000003_0000": 100,
+        single.parent.name: single.stat().st_size,
         "delta_0000004_0000005_v0000009": 100,
     }
 
