@@ -2,3 +2,29 @@
 
 Pure library: it knows nothing of the transaction manager or Spark.
 """
+
+from acid.directory import AcidState, get_acid_state
+from acid.errors import AcidFormatError, AcidStreamError
+from acid.reader import iter_batches, read_table
+from acid.schema import TableSchema
+from acid.snapshot import ValidTxnList, ValidWriteIdList
+from acid.storage import Storage
+from acid.writer import AcidFileWriter, OrcWriterOptions, write_base, write_delete_delta, write_delta
+
+__all__ = [
+    "AcidFileWriter",
+    "AcidFormatError",
+    "AcidState",
+    "AcidStreamError",
+    "OrcWriterOptions",
+    "Storage",
+    "TableSchema",
+    "ValidTxnList",
+    "ValidWriteIdList",
+    "get_acid_state",
+    "iter_batches",
+    "read_table",
+    "write_base",
+    "write_delete_delta",
+    "write_delta",
+]

@@ -232,7 +232,20 @@ class _Matcher:
             return pa.repeat(pa.scalar(False), n)
         if self._packed is not None:
             packed = self._pack(keys.column("o"), keys.column("b"), keys.column("r"))
-            return pc.fill_null(pc.is_in(packed, value_set=self._packed), False)
+            mm = pc.min_max(packed).as_py()
+            if mm["min"] is None:
+                return pa.repeat(pa.scalar(False), n)
+            # Hash only the delete keys inside this batch's packed range: a file usually
+            # holds one write id, so this is its own group's keys, not the whole set.
+            value_set = self._packed.filter(
+                pc.and_(
+                    pc.greater_equal(self._packed, mm["min"]),
+                    pc.less_equal(self._packed, mm["max"]),
+                )
+            )
+            if len(value_set) == 0:
+                return pa.repeat(pa.scalar(False), n)
+            return pc.fill_null(pc.is_in(packed, value_set=value_set), False)
         return _anti_join_mask(keys, self.deletes)
 
 

@@ -156,6 +156,7 @@ class Database(abc.ABC):
 
     def _flush(self) -> None:
         """Make every statement so far reach the server (a pipelining backend overrides it)."""
+        return None
 
     @abc.abstractmethod
     def _executemany(self, sql: str, rows: list[Sequence[Any]]) -> None: ...
@@ -203,7 +204,7 @@ class Database(abc.ABC):
                 pass  # the fast path failed; from here on back off between attempts
             retrying = Retrying(
                 stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_retry_s),
-                wait=wait_exponential_jitter(initial=0.005, max=1.0),
+                wait=wait_exponential_jitter(multiplier=0.005, max=1.0, jitter=0.01),
                 retry=retry_if_exception_type(_Transient),
                 reraise=True,
             )

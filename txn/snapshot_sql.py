@@ -94,8 +94,8 @@ def read_table_writes(
 
 def table_write_state(
     valid_txns: ValidTxnList, write_hwm: int, rows: list[tuple[int, int]], found_valid: bool
-) -> tuple[int, list[int], list[int]]:
-    """Steps 2-3: ``(write hwm, open write ids, aborted write ids)`` for the snapshot.
+) -> tuple[int, list[int], list[int], int]:
+    """Steps 2-3: ``(write hwm, open write ids, aborted write ids, min open write id)``.
 
     A write id is invalid when its txn is invalid in ``valid_txns``; aborted if the txn is.
     Step 3: when no valid write was found, only the lowest invalid write id is kept, it
@@ -108,8 +108,8 @@ def table_write_state(
             continue
         invalid_ids.append((wid, valid_txns.is_txn_aborted(txn)))
     opens = [w for w, ab in invalid_ids if not ab]
+    min_open = min(opens) if opens else LONG_MAX
     if not found_valid and invalid_ids:
-        min_open = min(opens) if opens else LONG_MAX
         wid = invalid_ids[0][0]
-        return (wid, [wid], []) if wid == min_open else (wid, [], [wid])
-    return write_hwm, opens, [w for w, ab in invalid_ids if ab]
+        return (wid, [wid], [], min_open) if wid == min_open else (wid, [], [wid], min_open)
+    return write_hwm, opens, [w for w, ab in invalid_ids if ab], min_open

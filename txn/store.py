@@ -26,7 +26,7 @@ from acid.errors import (
     TransactionError,
     TxnAbortedError,
 )
-from acid.snapshot import LONG_MAX, ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
+from acid.snapshot import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
 from txn import catalog_sql, lock_sql, snapshot_sql
 from txn.catalog import PartitionInfo
 from txn.catalog_sql import CatalogOps
@@ -498,7 +498,7 @@ class TxnStore(CatalogOps):
 
     def _table_write_state(
         self, db: str, table: str, valid_txns: ValidTxnList
-    ) -> tuple[int, list[int], list[int]]:
+    ) -> tuple[int, list[int], list[int], int]:
         write_hwm, rows, found_valid = self._db.run(
             "get_valid_write_ids",
             lambda tx: snapshot_sql.read_table_writes(tx, norm(db), norm(table), valid_txns),
@@ -511,8 +511,7 @@ class TxnStore(CatalogOps):
         self, db: str, table: str, valid_txns: ValidTxnList
     ) -> ValidWriteIdList:
         """The reader's ``ValidWriteIdList`` of one table for a txn snapshot (spec §6.4)."""
-        hwm, opens, aborted = self._table_write_state(db, table, valid_txns)
-        min_open = min(opens) if opens else LONG_MAX
+        hwm, opens, aborted, min_open = self._table_write_state(db, table, valid_txns)
         return ValidWriteIdList(
             f"{norm(db)}.{norm(table)}", hwm, tuple(opens), tuple(aborted), min_open
         )
@@ -521,7 +520,7 @@ class TxnStore(CatalogOps):
         self, db: str, table: str, valid_txns: ValidTxnList
     ) -> ValidCompactorWriteIdList:
         """The compactor's view of a table (``TxnUtils.createValidCompactWriteIdList``)."""
-        hwm, opens, aborted = self._table_write_state(db, table, valid_txns)
+        hwm, opens, aborted, _ = self._table_write_state(db, table, valid_txns)
         return ValidCompactorWriteIdList.from_table_state(
             f"{norm(db)}.{norm(table)}", hwm, opens, aborted
         )

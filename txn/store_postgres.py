@@ -19,6 +19,7 @@ and creates it if needed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -58,6 +59,7 @@ class PostgresDatabase(Database):
         if self.schema is not None and not self.schema.replace("_", "").isalnum():
             raise ValueError(f"bad schema name {self.schema!r}")
         self._conn: psycopg.Connection[Any] | None = None
+        self._pipe_cm: AbstractContextManager[psycopg.Pipeline] | None = None
         self._pipe: psycopg.Pipeline | None = None
         self._sql: dict[str, str] = {}
 
@@ -82,7 +84,7 @@ class PostgresDatabase(Database):
         self._conn = conn
 
     def _disconnect(self) -> None:
-        self._pipe = None
+        self._pipe_cm = self._pipe = None
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -96,14 +98,14 @@ class PostgresDatabase(Database):
 
     def _begin(self, *, write: bool) -> None:
         conn = self._c()
-        self._pipe = conn.pipeline()
-        self._pipe.__enter__()
+        self._pipe_cm = conn.pipeline()
+        self._pipe = self._pipe_cm.__enter__()
         conn.execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
     def _end_pipeline(self) -> None:
-        pipe, self._pipe = self._pipe, None
-        if pipe is not None:
-            pipe.__exit__(None, None, None)  # syncs: raises the first error of the batch
+        cm, self._pipe_cm, self._pipe = self._pipe_cm, None, None
+        if cm is not None:
+            cm.__exit__(None, None, None)  # syncs: raises the first error of the batch
 
     def _commit(self) -> None:
         self._c().execute("COMMIT")

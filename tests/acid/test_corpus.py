@@ -268,7 +268,7 @@ def test_qubole_single_row_file(corpus_dir: Path, tmp_path: Path, capsys: Any) -
     t = read_table(table, include_row_id=True)
     assert t.num_rows == s["row_count"]
     assert t.column("col").to_pylist() == s["values_col"]
-    op, owid, bucket, rowid, _cur, row = s["rows"][0]
+    _op, owid, bucket, rowid, _cur, row = s["rows"][0]
     assert t.column("row__id").to_pylist() == [
         {"writeid": owid, "bucketid": bucket, "rowid": rowid}
     ]
@@ -287,7 +287,7 @@ def test_trino_acid_version_hive3_file_accepted(
     case = "trinodb-trino/acid_version_validation"
     s = scenario(expected(corpus_dir, case), "hive3_file_accepted")
     src = corpus_dir / case / s["file"]
-    op, owid, bucket, rowid, cur, row = s["expect"]["rows"][0]
+    _op, owid, bucket, rowid, _cur, row = s["expect"]["rows"][0]
     assert bucket_codec.decode_writer_id(bucket) == s["expect"]["decoded_bucket"]
     table = tmp_path / "t"
     place(src, table / f"delta_0000001_0000001_0000/bucket_{s['expect']['decoded_bucket']:05d}")

@@ -185,8 +185,9 @@ def test_delta_above_high_watermark_is_neither_used_nor_obsolete(tmp_path: Path)
 
 
 def test_original_files_sorted_by_path_and_original_dirs_recursed(tmp_path: Path) -> None:
-    from tests.acid.orc_builders import write_original
     import pyarrow as pa
+
+    from tests.acid.orc_builders import write_original
 
     t = tmp_path / "t"
     ty = {"id": pa.int32()}
