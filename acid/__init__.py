@@ -9,7 +9,13 @@ from acid.reader import iter_batches, read_table
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
-from acid.writer import AcidFileWriter, OrcWriterOptions, write_base, write_delete_delta, write_delta
+from acid.writer import (
+    AcidFileWriter,
+    OrcWriterOptions,
+    write_base,
+    write_delete_delta,
+    write_delta,
+)
 
 __all__ = [
     "AcidFileWriter",

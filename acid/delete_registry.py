@@ -19,9 +19,11 @@ A delete event counts only when its ``currentTransaction`` is a valid write id.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,7 +38,9 @@ __all__ = [
     "KEY_COLUMNS",
     "DeleteFile",
     "DeleteKeySet",
+    "RowIdGroups",
     "SortMergedDeletes",
+    "deleted_row_mask",
     "is_qualified_delete_delta",
     "key_bounds",
     "valid_write_id_mask",
@@ -265,6 +269,100 @@ def _anti_join_mask(keys: pa.Table, deletes: pa.Table) -> pa.Array:
     )
 
 
+def deleted_row_mask(row_ids: np.ndarray, deleted: np.ndarray) -> np.ndarray | None:
+    """Mask over ``row_ids`` (one (originalTransaction, bucket) group): True where deleted.
+
+    ``deleted`` is sorted and unique. ``None`` when nothing is deleted. Row ids
+    written by Hive are dense and in order (``start .. start+n-1``); then the mask
+    is built by indexing, O(n) with no hashing. Any other order uses a binary search.
+    """
+    n = len(row_ids)
+    if n == 0 or len(deleted) == 0:
+        return None
+    first, last = int(row_ids[0]), int(row_ids[-1])
+    lo = int(np.searchsorted(deleted, first, side="left"))
+    if last - first == n - 1 and (n == 1 or bool((np.diff(row_ids) == 1).all())):
+        hi = int(np.searchsorted(deleted, last, side="right"))
+        if lo >= hi:
+            return None
+        mask = np.zeros(n, dtype=np.bool_)
+        mask[deleted[lo:hi] - first] = True
+        return mask
+    pos = np.searchsorted(deleted, row_ids)
+    np.minimum(pos, len(deleted) - 1, out=pos)
+    hit = deleted[pos] == row_ids
+    return hit if bool(hit.any()) else None
+
+
+class RowIdGroups:
+    """Delete keys grouped by (originalTransaction, bucket): sorted unique int64 rowIds.
+
+    Hive's ``ColumnizedDeleteEventRegistry`` layout. Keys with a null part never
+    match a (non-null) data key and are dropped.
+    """
+
+    _EMPTY = np.empty(0, dtype=np.int64)
+
+    def __init__(self, keys: pa.Table) -> None:
+        self.groups: dict[tuple[int, int], np.ndarray] = {}
+        self.min_key: AcidKey | None = None
+        if keys.num_rows == 0:
+            return
+        if any(keys.column(c).null_count for c in KEY_COLUMNS):
+            keys = keys.filter(
+                pc.and_(
+                    pc.and_(pc.is_valid(keys.column("o")), pc.is_valid(keys.column("b"))),
+                    pc.is_valid(keys.column("r")),
+                )
+            )
+            if keys.num_rows == 0:
+                return
+        o = keys.column("o").to_numpy()
+        b = keys.column("b").to_numpy().astype(np.int64)
+        r = keys.column("r").to_numpy()
+        order = np.lexsort((r, b, o))
+        o, b, r = o[order], b[order], r[order]
+        cuts = np.flatnonzero((o[1:] != o[:-1]) | (b[1:] != b[:-1])) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), len(r)]
+        for s, e in zip(starts, ends, strict=True):
+            rows = r[s:e]
+            if e - s > 1 and not bool((rows[1:] != rows[:-1]).all()):
+                rows = np.unique(rows)
+            self.groups[(int(o[s]), int(b[s]))] = np.ascontiguousarray(rows)
+        first = next(iter(self.groups.items()))
+        self.min_key = (first[0][0], first[0][1], int(first[1][0]))
+
+    def row_ids(self, original_transaction: int, bucket: int) -> np.ndarray:
+        """The sorted deleted rowIds of one (originalTransaction, bucket); maybe empty."""
+        return self.groups.get((original_transaction, bucket), self._EMPTY)
+
+    def deleted(
+        self,
+        o: pa.Array | pa.ChunkedArray,
+        b: pa.Array | pa.ChunkedArray,
+        r: pa.Array | pa.ChunkedArray,
+    ) -> tuple[bool, np.ndarray | None]:
+        """``(True, mask or None)`` when the batch has one (o, b) and no nulls; else ``(False, None)``.
+
+        The mask is True where the row is deleted; ``None`` means nothing is deleted.
+        """
+        n = len(r)
+        if n == 0:
+            return True, None
+        if o.null_count or b.null_count or r.null_count:
+            return False, None
+        mo = pc.min_max(o).as_py()
+        mb = pc.min_max(b).as_py()
+        if mo["min"] != mo["max"] or mb["min"] != mb["max"]:
+            return False, None
+        dels = self.row_ids(int(mo["min"]), int(mb["min"]))
+        if len(dels) == 0:
+            return True, None
+        rows = r.to_numpy() if isinstance(r, pa.ChunkedArray) else r.to_numpy(zero_copy_only=False)
+        return True, deleted_row_mask(rows.astype(np.int64, copy=False), dels)
+
+
 class DeleteKeySet:
     """All valid delete keys of some delete files, in memory (``ColumnizedDeleteEventRegistry``).
 
@@ -279,18 +377,31 @@ class DeleteKeySet:
         for f in files:
             self._by_delta.setdefault(f.delta, []).append(_read_events(storage, f, write_ids))
         self._matchers: dict[frozenset[ParsedDelta], _Matcher] = {}
+        self._groups: dict[frozenset[ParsedDelta], RowIdGroups] = {}
+        self._lock = threading.Lock()  # files may be read in threads
 
     @property
     def size(self) -> int:
         return sum(t.num_rows for ts in self._by_delta.values() for t in ts)
 
+    def _keys(self, qualifying: frozenset[ParsedDelta]) -> pa.Table:
+        tables = [t for d in qualifying for t in self._by_delta.get(d, [])]
+        return pa.concat_tables(tables) if tables else _KEY_SCHEMA.empty_table()
+
     def matcher(self, qualifying: frozenset[ParsedDelta]) -> _Matcher:
-        m = self._matchers.get(qualifying)
-        if m is None:
-            tables = [t for d in qualifying for t in self._by_delta.get(d, [])]
-            keys = pa.concat_tables(tables) if tables else _KEY_SCHEMA.empty_table()
-            m = self._matchers[qualifying] = _Matcher(keys)
-        return m
+        with self._lock:
+            m = self._matchers.get(qualifying)
+            if m is None:
+                m = self._matchers[qualifying] = _Matcher(self._keys(qualifying))
+            return m
+
+    def groups(self, qualifying: frozenset[ParsedDelta]) -> RowIdGroups:
+        """The qualifying keys grouped by (originalTransaction, bucket), built once."""
+        with self._lock:
+            g = self._groups.get(qualifying)
+            if g is None:
+                g = self._groups[qualifying] = RowIdGroups(self._keys(qualifying))
+            return g
 
     def deleted(self, keys: pa.Table, qualifying: frozenset[ParsedDelta]) -> pa.Array:
         return self.matcher(qualifying).deleted(keys)

@@ -331,7 +331,9 @@ class AcidFileWriter:
                 if n:
                     self._add_segment(_Segment(self._rows, n, write_id, b, start_rowid))
                     self._next_rowid += n
-                raise SerializationError(f"row {n} of this write does not fit the table's types: {e}") from e
+                raise SerializationError(
+                    f"row {n} of this write does not fit the table's types: {e}"
+                ) from e
         if n:
             self._add_segment(_Segment(self._rows, n, write_id, b, start_rowid))
             self._next_rowid += n

@@ -38,11 +38,16 @@ def main() -> int:
 
     # One transaction batch: write ids 1..5 share delta_0000001_0000005/bucket_00000.
     path = storage.join(root, layout.delta_dir_name(1, 5), layout.bucket_file_name(0))
-    writer = AcidFileWriter(storage, path, SCHEMA, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    writer = AcidFileWriter(
+        storage, path, SCHEMA, kind="insert", bucket_id=0, streaming=True, side_file=True
+    )
     n = args.rows_per_txn
     for write_id in range(1, 6):
         base = (write_id - 1) * n
-        writer.insert(write_id, ((base + i, f"user-{base + i}", Decimal(i % 1000) + Decimal("0.25")) for i in range(n)))
+        writer.insert(
+            write_id,
+            ((base + i, f"user-{base + i}", Decimal(i % 1000) + Decimal("0.25")) for i in range(n)),
+        )
         length = writer.flush()
         print(f"write id {write_id}: {n:,} rows, intermediate footer at byte {length:,}")
     writer.close()
@@ -60,7 +65,9 @@ def main() -> int:
         ("write id 2 still open", "demo.events:6:2:2:3"),
     ):
         t1 = time.perf_counter()
-        result = read_table(str(table), write_ids=ValidWriteIdList.from_string(write_ids), txns=ValidTxnList())
+        result = read_table(
+            str(table), write_ids=ValidWriteIdList.from_string(write_ids), txns=ValidTxnList()
+        )
         print(f"{label:<44} {result.num_rows:>10,} {time.perf_counter() - t1:>8.3f}")
     print()
     print(f"table: {table}  (written in {t_write:.2f}s; try: acidstream ls {table})")

@@ -559,7 +559,7 @@ class TxnStore(CatalogOps):
         return self._db.run("check_lock", body, idempotent=True)
 
     def wait_for_lock(
-        self, lock_id: int, *, timeout_s: float, max_poll_s: float = 0.5
+        self, lock_id: int, *, timeout_s: float, max_poll_s: float = 0.1
     ) -> LockResponse:
         """Poll :meth:`check_lock` with backoff until acquired or ``timeout_s`` passes.
 

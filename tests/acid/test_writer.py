@@ -242,7 +242,9 @@ def test_arrow_engine_keeps_hive_char_and_varchar_semantics(tmp_path: Path) -> N
 def test_bad_value_raises_serialization_error_and_keeps_key_index_exact(tmp_path: Path) -> None:
     storage, root = Storage.for_path(str(tmp_path))
     path = storage.join(root, "delta_0000001_0000002", "bucket_00000")
-    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True)
+    w = AcidFileWriter(
+        storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True, side_file=True
+    )
     with pytest.raises(SerializationError):
         w.insert(1, [(1, "a", 1), (2, "b", "not an int"), (3, "c", 3)])
     assert w.rows_written == 1

@@ -8,7 +8,9 @@ from txn import TableDef, TxnStore
 from txn.locks import DataOperationType, LockComponent, LockRequest, LockType
 
 
-def make_table(store: TxnStore, name: str = "t", *, db: str = "default", partitioned: bool = False) -> TableDef:
+def make_table(
+    store: TxnStore, name: str = "t", *, db: str = "default", partitioned: bool = False
+) -> TableDef:
     return store.create_table(
         TableDef(
             db,

@@ -30,7 +30,9 @@ def test_transactional_properties_default_and_bucketing_version() -> None:
     assert t.parameters["transactional_properties"] == "default"
     assert t.parameters["bucketing_version"] == "2"
     assert t.is_full_acid and t.bucketing_version == 2
-    mm = validate_table(_t(parameters={"transactional": "TRUE", "transactional_properties": "insert_only"}))
+    mm = validate_table(
+        _t(parameters={"transactional": "TRUE", "transactional_properties": "insert_only"})
+    )
     assert mm.is_insert_only and not mm.is_full_acid
 
 
@@ -46,7 +48,10 @@ def test_transactional_properties_default_and_bucketing_version() -> None:
         ({"partition_keys": (("id", "int"),)}, "repeats a column"),
         ({"partition_keys": (("p", "array<int>"),)}, "primitive type"),
         ({"columns": (("id", "nosuchtype"),)}, "nosuchtype"),
-        ({"parameters": {"transactional": "false", "transactional_properties": "default"}}, "not transactional"),
+        (
+            {"parameters": {"transactional": "false", "transactional_properties": "default"}},
+            "not transactional",
+        ),
     ],
 )
 def test_validation_failures(kw: dict[str, object], message: str) -> None:
@@ -64,13 +69,16 @@ def test_insert_only_tables_need_not_be_orc() -> None:
 
 def test_escape_path_name_matches_hive() -> None:
     assert escape_path_name("a/b:c=d%e") == "a%2Fb%3Ac%3Dd%25e"
-    assert escape_path_name('x"#\'*?\\{[]^\x01\x7f') == "x%22%23%27%2A%3F%5C%7B%5B%5D%5E%01%7F"
+    assert escape_path_name("x\"#'*?\\{[]^\x01\x7f") == "x%22%23%27%2A%3F%5C%7B%5B%5D%5E%01%7F"
     assert escape_path_name("2024-01-01 10 h") == "2024-01-01 10 h"
     assert unescape_path_name("a%2Fb%3Ac%3Dd%25e") == "a/b:c=d%e"
 
 
 def test_partition_names() -> None:
-    assert make_partition_name(["DS", "h"], ["2024/01", None]) == f"ds=2024%2F01/h={DEFAULT_PARTITION_NAME}"
+    assert (
+        make_partition_name(["DS", "h"], ["2024/01", None])
+        == f"ds=2024%2F01/h={DEFAULT_PARTITION_NAME}"
+    )
     assert make_partition_name(["ds"], [""]) == f"ds={DEFAULT_PARTITION_NAME}"
     assert parse_partition_name("ds=2024%2F01/h=3") == [("ds", "2024/01"), ("h", "3")]
     with pytest.raises(ConfigError):

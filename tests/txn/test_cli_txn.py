@@ -46,7 +46,14 @@ def test_create_table_and_list(
     assert main(["tables", *base]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["table", "transactional", "partitioned_by", "buckets", "location"]
-    assert lines[2].split() == ["sales.orders", "default", "ds", "string", "id:4", f"{wh}/sales.db/orders"]
+    assert lines[2].split() == [
+        "sales.orders",
+        "default",
+        "ds",
+        "string",
+        "id:4",
+        f"{wh}/sales.db/orders",
+    ]
 
 
 def test_errors_exit_non_zero_with_one_line(
@@ -58,21 +65,32 @@ def test_errors_exit_non_zero_with_one_line(
     assert main(["create-table", "t", "id int", *base]) == 1
     err = capsys.readouterr().err
     assert err == "acidstream: error: Table default.t already exists\n"
-    assert main(["create-table", "u", "id int", "--tblproperty", "transactional_properties=x", *base]) == 1
+    assert (
+        main(["create-table", "u", "id int", "--tblproperty", "transactional_properties=x", *base])
+        == 1
+    )
     assert "transactional_properties" in capsys.readouterr().err
     assert main(["abort", "999", *base]) == 1
     assert capsys.readouterr().err == "acidstream: error: No such transaction txnid:999\n"
 
 
 def test_txns_locks_and_abort(
-    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    store_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("ACIDSTREAM_METASTORE", store_url)
     monkeypatch.setenv("ACIDSTREAM_WAREHOUSE", str(tmp_path))
     with open_store(store_url, warehouse=str(tmp_path)) as store:
         a, b = store.open_txns(2, user="alice", host="node1", agent_info="ingest-1")
         store.lock(
-            LockRequest((LockComponent(LockType.SHARED_READ, "default", "t"),), txn_id=a, user="alice", host="node1")
+            LockRequest(
+                (LockComponent(LockType.SHARED_READ, "default", "t"),),
+                txn_id=a,
+                user="alice",
+                host="node1",
+            )
         )
         assert main(["txns"]) == 0
         out = capsys.readouterr().out.splitlines()

@@ -91,7 +91,11 @@ def _terminate_at(store: TxnStore, point: str) -> list[str]:
 @pytest.mark.postgres
 @pytest.mark.parametrize(
     "point",
-    ["commit_txn.after_write_set", "commit_txn.after_completed_components", "commit_txn.after_key_value"],
+    [
+        "commit_txn.after_write_set",
+        "commit_txn.after_completed_components",
+        "commit_txn.after_key_value",
+    ],
 )
 def test_pg_connection_killed_mid_commit_is_retried_whole(
     store: TxnStore, store_url: str, point: str

@@ -112,7 +112,9 @@ def test_commit_with_key_value_stores_it_atomically(store: TxnStore, table: Tabl
     assert store.get_table_param("default", "t", "_meta.stream.batch") == '{"batch": 7}'
 
 
-def test_commit_key_must_start_with_meta_and_table_must_exist(store: TxnStore, table: TableDef) -> None:
+def test_commit_key_must_start_with_meta_and_table_must_exist(
+    store: TxnStore, table: TableDef
+) -> None:
     (a,) = store.open_txns(1, user="u", host="h")
     with pytest.raises(ValueError, match="_meta"):
         store.commit_txn(a, key="batch", value="1", db="default", table="t")
