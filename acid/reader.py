@@ -18,12 +18,16 @@ requested row columns.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import functools
 import os
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,7 +35,9 @@ from acid import bucket_codec
 from acid.delete_registry import (
     DeleteFile,
     DeleteKeySet,
+    RowIdGroups,
     SortMergedDeletes,
+    deleted_row_mask,
     is_qualified_delete_delta,
     key_table,
     valid_write_id_mask,
@@ -367,6 +373,13 @@ def _row_paths(info: OrcFileInfo, out: _Output) -> list[str | None]:
     return [prefix + fields[p] if p < len(fields) else None for p in out.read_positions]
 
 
+def _as_mask(mask: np.ndarray | None) -> pa.Array | None:
+    """A numpy "deleted" mask as an Arrow keep-mask (``None``: keep everything)."""
+    if mask is None:
+        return None
+    return pa.array(~mask, type=pa.bool_())
+
+
 def _read_acid_file(
     storage: Storage,
     path: str,
@@ -387,14 +400,16 @@ def _read_acid_file(
     names = info.acid_columns
     qualifying = deletes.qualifying(split_min, split_stmt) if deletes.registry else frozenset()
     apply_deletes = bool(qualifying)
+    groups: RowIdGroups | None = None
     if apply_deletes and isinstance(deletes.registry, DeleteKeySet):
-        m = deletes.registry.matcher(qualifying)
+        # Deletes are matched per (originalTransaction, bucket) group of sorted rowIds
+        # (Hive's ColumnizedDeleteEventRegistry); batches with several groups fall back
+        # to the general key matcher.
+        groups = deletes.registry.groups(qualifying)
         # The key index's last entry is the file's max key: deletes that all sort
         # after it cannot hit this file, and the ACID columns need not be read.
         file_max = info.key_index[-1] if info.key_index else None
-        if m.size == 0 or (
-            m.bounds is not None and file_max is not None and m.bounds[0] > file_max
-        ):
+        if groups.min_key is None or (file_max is not None and groups.min_key > file_max):
             apply_deletes = False
     need_keys = apply_deletes or out.include_row_id
     row_paths = _row_paths(info, out)
@@ -415,24 +430,47 @@ def _read_acid_file(
     else:
         batches = iter([orcf.read(columns=read_cols)])
     for t in batches:
+        n = t.num_rows
         keep: pa.Array | pa.ChunkedArray | None = None
-        keys = None
-        if need_keys:
-            keys = key_table(t.column(0), t.column(1), t.column(2))
         if check_validity:
             keep = valid_write_id_mask(t.column(names["currentTransaction"]), write_ids)
         if apply_deletes:
-            assert keys is not None and deletes.registry is not None
-            alive = pc.invert(deletes.registry.deleted(keys, qualifying))
-            keep = alive if keep is None else pc.and_(keep, alive)
+            assert deletes.registry is not None
+            fast = False
+            dead: np.ndarray | None = None
+            if groups is not None:
+                fast, dead = groups.deleted(t.column(0), t.column(1), t.column(2))
+            if fast:
+                alive = _as_mask(dead)
+            else:
+                keys = key_table(t.column(0), t.column(1), t.column(2))
+                alive = pc.invert(deletes.registry.deleted(keys, qualifying))
+            if alive is not None:
+                keep = alive if keep is None else pc.and_(keep, alive)
+        keys = key_table(t.column(0), t.column(1), t.column(2)) if out.include_row_id else None
+        row_cols: list[pa.ChunkedArray | pa.Array | None] = [
+            None if p is None else _nested(t, p) for p in row_paths
+        ]
         if keep is not None:
-            t = t.filter(keep)
+            # Filter only what is returned, not the ACID columns used to decide.
+            row_cols = _filter_columns(row_cols, keep)
+            n = int(pc.sum(pc.cast(keep, pa.int64())).as_py() or 0)  # nulls drop, as filter
             if keys is not None:
                 keys = keys.filter(keep)
-        row_cols: list[pa.ChunkedArray | pa.Array | None] = []
-        for p in row_paths:
-            row_cols.append(None if p is None else _nested(t, p))
-        yield _finish(out, row_cols, n=t.num_rows, keys=keys, partition=partition)
+        yield _finish(out, row_cols, n=n, keys=keys, partition=partition)
+
+
+def _filter_columns(
+    cols: list[pa.ChunkedArray | pa.Array | None], keep: pa.Array | pa.ChunkedArray
+) -> list[pa.ChunkedArray | pa.Array | None]:
+    """``cols`` filtered by ``keep`` (a null in ``keep`` drops the row) in one table filter."""
+    present = [c for c in cols if c is not None]
+    if not present:
+        return cols
+    t = pa.Table.from_arrays(present, names=[str(i) for i in range(len(present))])
+    ft = t.filter(keep)
+    it = iter(ft.columns)
+    return [None if c is None else next(it) for c in cols]
 
 
 def _nested(t: pa.Table, path: str) -> pa.ChunkedArray:
@@ -495,9 +533,17 @@ def _read_original_file(
         )
         if qualifying:
             assert deletes.registry is not None
-            alive = pc.invert(deletes.registry.deleted(keys, qualifying))
-            t = t.filter(alive)
-            keys = keys.filter(alive)
+            alive: pa.Array | None
+            if isinstance(deletes.registry, DeleteKeySet):
+                # One (writeId, bucket) group and dense synthetic rowIds: index the mask.
+                dels = deletes.registry.groups(qualifying).row_ids(of.write_id, bucket)
+                rows = np.arange(of.start_row_id, of.start_row_id + n, dtype=np.int64)
+                alive = _as_mask(deleted_row_mask(rows, dels))
+            else:
+                alive = pc.invert(deletes.registry.deleted(keys, qualifying))
+            if alive is not None:
+                t = t.filter(alive)
+                keys = keys.filter(alive)
     row_cols: list[pa.ChunkedArray | pa.Array | None] = [
         None if p is None else t.column(p) for p in row_paths
     ]
@@ -519,6 +565,14 @@ def _delete_files(state: AcidState) -> list[DeleteFile]:
     return out
 
 
+# One unit of reading (a file): a thunk yielding its tables, and whether it may run in a
+# worker thread ahead of the consumer (not on the bounded-memory sort-merge path).
+_Task = tuple[Callable[[], Iterator[pa.Table]], bool]
+
+# Files are read by this many threads (pyarrow decodes ORC without the GIL).
+READ_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
 def _iter_partition(
     storage: Storage,
     partition: _Partition,
@@ -527,7 +581,7 @@ def _iter_partition(
     out: _Output,
     write_ids: ValidWriteIdList,
     delete_event_cap: int,
-) -> Iterator[pa.Table]:
+) -> Iterator[_Task]:
     dfiles = _delete_files(state)
     registry: DeleteKeySet | SortMergedDeletes | None = None
     has_data = bool(state.original_files) or any(
@@ -541,21 +595,32 @@ def _iter_partition(
             merged if merged.size > delete_event_cap else DeleteKeySet(storage, dfiles, write_ids)
         )
     deletes = _Deletes(registry, tuple({f.delta: None for f in dfiles}))
+    parallel = not isinstance(registry, SortMergedDeletes)
 
     def originals_of(dir_name: str | None) -> list[OriginalFile]:
         return [o for o in state.original_files if o.dir_name == dir_name]
 
-    for of in originals_of(None):
-        yield from _read_original_file(
-            storage, of, out=out, partition=partition, write_ids=write_ids, deletes=deletes
+    def original(of: OriginalFile) -> _Task:
+        return (
+            functools.partial(
+                _read_original_file,
+                storage,
+                of,
+                out=out,
+                partition=partition,
+                write_ids=write_ids,
+                deletes=deletes,
+            ),
+            parallel,
         )
+
+    for of in originals_of(None):
+        yield original(of)
     dirs: list[AcidDir] = ([state.base] if state.base else []) + list(state.insert_deltas)
     for d in dirs:
         if d.is_raw:
             for of in originals_of(d.name):
-                yield from _read_original_file(
-                    storage, of, out=out, partition=partition, write_ids=write_ids, deletes=deletes
-                )
+                yield original(of)
             continue
         if isinstance(d.parsed, ParsedDelta):
             split_min, split_stmt = d.parsed.min_write_id, d.parsed.statement_id
@@ -566,19 +631,66 @@ def _iter_partition(
         for f in d.files:
             if f.logical_length == 0:
                 continue
-            yield from _read_acid_file(
-                storage,
-                f.path,
-                length=f.logical_length,
-                file_length=f.length,
-                out=out,
-                partition=partition,
-                write_ids=write_ids,
-                check_validity=check,
-                deletes=deletes,
-                split_min=split_min,
-                split_stmt=split_stmt,
+            yield (
+                functools.partial(
+                    _read_acid_file,
+                    storage,
+                    f.path,
+                    length=f.logical_length,
+                    file_length=f.length,
+                    out=out,
+                    partition=partition,
+                    write_ids=write_ids,
+                    check_validity=check,
+                    deletes=deletes,
+                    split_min=split_min,
+                    split_stmt=split_stmt,
+                ),
+                parallel,
             )
+
+
+def _materialize(fn: Callable[[], Iterator[pa.Table]]) -> list[pa.Table]:
+    return list(fn())
+
+
+def _run_tasks(tasks: Iterator[_Task], threads: int = READ_THREADS) -> Iterator[pa.Table]:
+    """The tables of ``tasks`` in order; parallel tasks run up to ``2 * threads`` files ahead.
+
+    Errors surface in task order, as a sequential read would raise them. A task that
+    may not run ahead (sort-merge) runs lazily in the caller once earlier ones are done.
+    """
+    if threads <= 1:
+        for fn, _ in tasks:
+            yield from fn()
+        return
+    ex = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="acid-read")
+    pending: collections.deque[concurrent.futures.Future[list[pa.Table]]] = collections.deque()
+    try:
+        while True:
+            try:
+                fn, parallel = next(tasks)
+            except StopIteration:
+                break
+            except Exception:
+                # Planning the next partition failed: hand out what came before first.
+                while pending:
+                    yield from pending.popleft().result()
+                raise
+            if not parallel:
+                while pending:
+                    yield from pending.popleft().result()
+                yield from fn()
+                continue
+            pending.append(ex.submit(_materialize, fn))
+            while len(pending) > 2 * threads:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
+    finally:
+        for fut in pending:
+            fut.cancel()
+        ex.shutdown(wait=True)
 
 
 def _first_row_schema(
@@ -732,11 +844,14 @@ def _run(
         filter=filter,
     )
 
-    def gen() -> Iterator[pa.Table]:
+    def tasks() -> Iterator[_Task]:
         for part, st in states:
             yield from _iter_partition(
                 storage, part, st, out=out, write_ids=wids, delete_event_cap=delete_event_cap
             )
+
+    def gen() -> Iterator[pa.Table]:
+        yield from _run_tasks(tasks())
 
     return out.schema(), gen()
 
