@@ -320,14 +320,22 @@ class RowIdGroups:
         o = keys.column("o").to_numpy()
         b = keys.column("b").to_numpy().astype(np.int64)
         r = keys.column("r").to_numpy()
-        order = np.lexsort((r, b, o))
-        o, b, r = o[order], b[order], r[order]
-        cuts = np.flatnonzero((o[1:] != o[:-1]) | (b[1:] != b[:-1])) + 1
-        starts = [0, *cuts.tolist()]
-        ends = [*cuts.tolist(), len(r)]
-        for s, e in zip(starts, ends, strict=True):
+        new_group = (o[1:] != o[:-1]) | (b[1:] != b[:-1])
+        # Hive writes delete events in key order; sort only when they are not.
+        ordered = bool(
+            (
+                (o[1:] > o[:-1])
+                | ((o[1:] == o[:-1]) & ((b[1:] > b[:-1]) | (~new_group & (r[1:] > r[:-1]))))
+            ).all()
+        )
+        if not ordered:
+            order = np.lexsort((r, b, o))
+            o, b, r = o[order], b[order], r[order]
+            new_group = (o[1:] != o[:-1]) | (b[1:] != b[:-1])
+        cuts = (np.flatnonzero(new_group) + 1).tolist()
+        for s, e in zip([0, *cuts], [*cuts, len(r)], strict=True):
             rows = r[s:e]
-            if e - s > 1 and not bool((rows[1:] != rows[:-1]).all()):
+            if not ordered and e - s > 1 and not bool((rows[1:] != rows[:-1]).all()):
                 rows = np.unique(rows)
             self.groups[(int(o[s]), int(b[s]))] = np.ascontiguousarray(rows)
         first = next(iter(self.groups.items()))

@@ -13,7 +13,10 @@ with Arrow compute (no per-row Python):
 
 The ACID key columns are read only when deletes may hit the file, ROW__ID is
 requested, or validity must be checked, so the common path reads just the
-requested row columns.
+requested row columns. Deletes are matched per (originalTransaction, bucket)
+group of sorted rowIds when a batch holds one group (every Hive-written
+``delta_w_w`` file), and files are read in ``READ_THREADS`` threads; see
+``docs/reading.md`` ("Performance").
 """
 
 from __future__ import annotations
@@ -654,12 +657,14 @@ def _materialize(fn: Callable[[], Iterator[pa.Table]]) -> list[pa.Table]:
     return list(fn())
 
 
-def _run_tasks(tasks: Iterator[_Task], threads: int = READ_THREADS) -> Iterator[pa.Table]:
+def _run_tasks(tasks: Iterator[_Task], threads: int | None = None) -> Iterator[pa.Table]:
     """The tables of ``tasks`` in order; parallel tasks run up to ``2 * threads`` files ahead.
 
     Errors surface in task order, as a sequential read would raise them. A task that
     may not run ahead (sort-merge) runs lazily in the caller once earlier ones are done.
     """
+    if threads is None:
+        threads = READ_THREADS
     if threads <= 1:
         for fn, _ in tasks:
             yield from fn()
@@ -726,7 +731,8 @@ def iter_batches(
     """Stream the visible rows of a snapshot, one Arrow table per file (or stripe).
 
     Same arguments and semantics as ``read_table``; every yielded table has the
-    same schema. Nothing is read before the first ``next()``.
+    same schema. Nothing is read before the first ``next()``; after it, up to
+    ``2 * READ_THREADS`` files are read ahead in threads (none on the sort-merge path).
     """
     yield from _run(
         path,

@@ -64,22 +64,46 @@ def _snapshot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--txns", help="ValidTxnList, e.g. '100:9223372036854775807::' (default: everything valid)"
     )
+    p.add_argument(
+        "--metastore", help="metastore URL for db.table names (default: $ACIDSTREAM_METASTORE)"
+    )
+    p.add_argument("--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)")
 
 
-def _resolve_table_arg(arg: str) -> str:
-    """Turn the PATH argument into a path: an existing path, or later a ``db.table`` lookup.
-
-    The txn-backed catalog will resolve ``db.table`` to its location (and its
-    snapshot); until it is wired in, a name that is not a path is an error.
-    """
+def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> str:
+    """Turn the PATH argument into a path: an existing path or URL, or a ``db.table`` name
+    looked up in the metastore (``--metastore``/``--warehouse`` or their environment
+    variables). For a table name without ``--write-ids``/``--txns``, the snapshot also
+    comes from the metastore, as a Hive reader's would."""
     if "://" in arg or os.path.exists(arg):
         return arg
-    if _TABLE_NAME.match(arg):
+    if not _TABLE_NAME.match(arg):
+        raise TableNotFoundError(f"{arg}: no such table, partition or file")
+    from txn.config import StoreConfig
+
+    cfg = StoreConfig.resolve(
+        metastore=getattr(args, "metastore", None), warehouse=getattr(args, "warehouse", None)
+    )
+    if cfg.metastore_url.startswith("sqlite:///") and not os.path.exists(
+        cfg.metastore_url[len("sqlite:///") :]
+    ):
         raise TableNotFoundError(
-            f"{arg!r} is not a path, and looking tables up by name (db.table) needs the "
-            "transaction catalog, which this command cannot reach yet; pass the table directory"
+            f"{arg!r} is not a path, and there is no metastore at {cfg.metastore_url} to look it up"
         )
-    raise TableNotFoundError(f"{arg}: no such table, partition or file")
+    db, _, name = arg.lower().rpartition(".")
+    store = cfg.open()
+    try:
+        table = store.get_table(db or "default", name)
+        if args is not None and getattr(args, "write_ids", None) is None:
+            txns = store.get_valid_txns()
+            args.write_ids = store.get_valid_write_ids(table.db, table.name, txns).to_string()
+            if getattr(args, "txns", None) is None:
+                args.txns = txns.to_string()
+    finally:
+        store.close()
+    if table.location is None:
+        raise TableNotFoundError(f"table {arg} has no location")
+    return table.location
 
 
 def _json_default(value: Any) -> Any:
@@ -100,7 +124,7 @@ def _dumps(obj: Any) -> str:
 def _cmd_read(args: argparse.Namespace) -> int:
     from acid.reader import iter_batches
 
-    path = _resolve_table_arg(args.path)
+    path = _resolve_table_arg(args.path, args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     batches = iter_batches(
         path, write_ids=args.write_ids, txns=args.txns, columns=columns, include_row_id=args.row_id
@@ -206,7 +230,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
     from acid.snapshot import ValidTxnList, ValidWriteIdList
     from acid.storage import Storage
 
-    path = _resolve_table_arg(args.path)
+    path = _resolve_table_arg(args.path, args)
     storage, spath = Storage.for_path(path)
     if not storage.is_dir(spath):
         raise TableNotFoundError(f"{path}: not a table or partition directory")

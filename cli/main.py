@@ -20,6 +20,7 @@ __all__ = ["main"]
 _COMMAND_MODULES = (
     "cli.acid_cmds",
     "cli.txn_cmds",
+    "cli.ingest_cmds",
 )
 
 

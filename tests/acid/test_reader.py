@@ -263,3 +263,272 @@ def test_delete_event_in_wrong_bucket_file_is_rejected(tmp_path: Path) -> None:
     Path(p).rename(Path(p).with_name("bucket_00000"))
     with pytest.raises(AcidFormatError, match="different bucket ids"):
         read_table(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# fast paths (grouped rowId deletes, ACID columns skipped, threaded file reads) equal the
+# general path and a brute-force expectation
+
+_ACID_ROW = pa.struct([("id", pa.int32()), ("name", pa.string())])
+
+
+def _write_events(path: Path, keys: list[tuple[int, int, int, int]], *, delete: bool) -> None:
+    """A bare ACID event file (no Hive metadata): ``(origTxn, bucket, rowId, currentTxn)``."""
+    import pyarrow.orc as orc
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = len(keys)
+    row = (
+        pa.nulls(n, _ACID_ROW)
+        if delete
+        else pa.StructArray.from_arrays(
+            [pa.array([k[2] for k in keys], pa.int32()), pa.array([f"r{k}" for k in keys])],
+            fields=list(_ACID_ROW),
+        )
+    )
+    orc.write_table(
+        pa.table(
+            {
+                "operation": pa.array([2 if delete else 0] * n, pa.int32()),
+                "originalTransaction": pa.array([k[0] for k in keys], pa.int64()),
+                "bucket": pa.array([k[1] for k in keys], pa.int32()),
+                "rowId": pa.array([k[2] for k in keys], pa.int64()),
+                "currentTransaction": pa.array([k[3] for k in keys], pa.int64()),
+                "row": row,
+            }
+        ),
+        str(path),
+    )
+
+
+def _mixed_table(tmp_path: Path, seed: int) -> tuple[str, list[tuple[int, int, int]], list[str]]:
+    """Deltas of every shape, deletes hitting each; returns (table, all data keys, snapshots)."""
+    rnd = random.Random(seed)
+    t = str(tmp_path)
+    keys: list[tuple[int, int, int]] = []  # (writeId, bucket, rowId) of every data row
+    b1 = bucket_codec.encode(1, 0)
+    # Hive-shaped single-write-id deltas (dense rowIds), two buckets and a second statement.
+    for w in (1, 2, 3):
+        n = rnd.randrange(50, 400)
+        write_delta(t, SCHEMA, w, rows(1000 * w, n))
+        keys += [(w, B0, r) for r in range(n)]
+    write_delta(t, SCHEMA, 2, rows(5000, 70), bucket_id=1)
+    keys += [(2, b1, r) for r in range(70)]
+    b3s1 = bucket_codec.encode(0, 1)
+    write_delta(t, SCHEMA, 3, rows(6000, 40), statement_id=1)
+    keys += [(3, b3s1, r) for r in range(40)]
+    # A streaming delta of write ids 4..5 (two groups in one file).
+    st, root = Storage.for_path(t)
+    path = st.join(root, "delta_0000004_0000005", "bucket_00000")
+    w = AcidFileWriter(st, path, SCHEMA, kind="insert", bucket_id=0, streaming=True)
+    w.insert(4, rows(7000, 30))
+    w.insert(5, rows(8000, 25))
+    w.close()
+    keys += [(4, B0, r) for r in range(30)] + [(5, B0, r) for r in range(25)]
+    # A single-write-id delta whose rowIds are neither dense nor ordered (not Hive's
+    # writer, but legal input): still one (writeId, bucket) group.
+    odd = rnd.sample(range(10_000), 60)
+    _write_events(
+        tmp_path / "delta_0000006_0000006_0000" / "bucket_00000",
+        [(6, B0, r, 6) for r in odd],
+        delete=False,
+    )
+    keys += [(6, B0, r) for r in odd]
+    # A single-write-id delta holding rows of an older write id (several groups).
+    mixed = [(7, B0, r, 7) for r in range(20)] + [(1, B0, 100_000 + r, 7) for r in range(20)]
+    _write_events(tmp_path / "delta_0000007_0000007_0000" / "bucket_00000", mixed, delete=False)
+    keys += [(o, b, r) for o, b, r, _ in mixed]
+    # Deletes: Hive-shaped deltas, plus one unordered file with duplicate events.
+    victims = rnd.sample(keys, len(keys) // 4)
+    half = len(victims) // 2
+    write_delete_delta(t, SCHEMA, 8, victims[:half])
+    rest = [k for k in victims[half:] if bucket_codec.decode_writer_id(k[1]) == 0]
+    rest += rnd.sample(rest, min(10, len(rest)))  # duplicates
+    rest += [(2, B0, 10**6), (99, B0, 0)]  # events matching nothing
+    rnd.shuffle(rest)
+    _write_events(
+        tmp_path / "delete_delta_0000009_0000009_0000" / "bucket_00000",
+        [(o, b, r, 9) for o, b, r in rest],
+        delete=True,
+    )
+    snaps = [
+        "db.t:9:9223372036854775807::",
+        "db.t:9:5:5:",  # write id 5 open: part of the streaming delta invisible
+        "db.t:9:2:2,8:",  # 2 open, delete delta 8 aborted
+        "db.t:7:9223372036854775807::",  # no deletes visible
+    ]
+    return t, keys, snaps
+
+
+def _expected(
+    tmp_path: Path, keys: list[tuple[int, int, int]], snap: str
+) -> list[tuple[int, int, int]]:
+    """Brute force from the files themselves: visible rows minus valid delete events."""
+    import pyarrow.orc as orc
+
+    from acid.snapshot import ValidWriteIdList
+
+    wl = ValidWriteIdList.from_string(snap)
+    deleted: set[tuple[int, int, int]] = set()
+    for f in tmp_path.glob("delete_delta_*/bucket_*"):
+        for r in orc.ORCFile(str(f)).read().to_pylist():
+            if wl.is_write_id_valid(r["currentTransaction"]):
+                deleted.add((r["originalTransaction"], r["bucket"], r["rowId"]))
+    visible = []
+    for f in tmp_path.glob("delta_*/bucket_*"):
+        if f.name.endswith("_flush_length"):
+            continue
+        for r in orc.ORCFile(str(f)).read().to_pylist():
+            k = (r["originalTransaction"], r["bucket"], r["rowId"])
+            if wl.is_write_id_valid(r["currentTransaction"]) and k not in deleted:
+                visible.append(k)
+    assert set(visible) <= set(keys)
+    return sorted(visible)
+
+
+def _row_ids(t: pa.Table) -> list[tuple[int, int, int]]:
+    return sorted(
+        (r["writeid"], r["bucketid"], r["rowid"]) for r in t.column("row__id").to_pylist()
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fast_paths_equal_sort_merge_and_brute_force(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acid import reader
+
+    t, keys, snaps = _mixed_table(tmp_path, seed)
+    for snap in snaps:
+        expect = _expected(tmp_path, keys, snap)
+        with_ids = read_table(t, write_ids=snap, include_row_id=True)
+        assert _row_ids(with_ids) == expect
+        merged = read_table(t, write_ids=snap, include_row_id=True, delete_event_cap=0)
+        assert with_ids.to_pylist() == merged.to_pylist()
+        # Without ROW__ID (the fast path), the same rows in the same order.
+        fast = read_table(t, write_ids=snap)
+        assert fast.to_pylist() == with_ids.drop_columns(["row__id"]).to_pylist()
+        assert fast.to_pylist() == read_table(t, write_ids=snap, delete_event_cap=0).to_pylist()
+        # Projection and predicates on top.
+        proj = read_table(t, write_ids=snap, columns=["name"], filter=[("id", ">=", 3000)])
+        assert proj.column("name").to_pylist() == [
+            r["name"] for r in fast.to_pylist() if r["id"] >= 3000
+        ]
+        # One thread gives the same table.
+        monkeypatch.setattr(reader, "READ_THREADS", 1)
+        assert read_table(t, write_ids=snap).to_pylist() == fast.to_pylist()
+        monkeypatch.setattr(reader, "READ_THREADS", 3)
+        batches = list(iter_batches(t, write_ids=snap))
+        monkeypatch.setattr(reader, "READ_THREADS", 1)
+        assert [b.to_pylist() for b in batches] == [
+            b.to_pylist() for b in iter_batches(t, write_ids=snap)
+        ]
+        monkeypatch.undo()
+
+
+def test_fast_path_on_original_files_equals_sort_merge(tmp_path: Path) -> None:
+    ty = {"id": pa.int32(), "name": pa.string()}
+    write_original(tmp_path / "000000_0", {"id": list(range(50)), "name": ["a"] * 50}, types=ty)
+    write_original(
+        tmp_path / "000000_0_copy_1", {"id": list(range(50, 80)), "name": ["b"] * 30}, types=ty
+    )
+    write_original(tmp_path / "000001_0", {"id": list(range(80, 90)), "name": ["c"] * 10}, types=ty)
+    b1 = bucket_codec.encode(1, 0)
+    dels = [(0, B0, 0), (0, B0, 49), (0, B0, 50), (0, B0, 79), (0, B0, 80), (0, b1, 3)]
+    write_delete_delta(str(tmp_path), SCHEMA, 1, dels)
+    got = read_table(tmp_path)
+    # Row ids run on across same-bucket files: 0..49 in 000000_0, 50..79 in its copy.
+    assert ids(got) == [i for i in range(90) if i not in (0, 49, 50, 79, 83)]
+    assert got.to_pylist() == read_table(tmp_path, delete_event_cap=0).to_pylist()
+    with_ids = read_table(tmp_path, include_row_id=True)
+    assert with_ids.drop_columns(["row__id"]).to_pylist() == got.to_pylist()
+
+
+def test_deleted_row_mask_matches_isin() -> None:
+    import numpy as np
+
+    from acid.delete_registry import deleted_row_mask
+
+    rnd = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rnd.integers(0, 60))
+        start = int(rnd.integers(-5, 40))
+        kind = rnd.integers(0, 3)
+        if kind == 0:
+            rows_ = np.arange(start, start + n, dtype=np.int64)  # dense (Hive)
+        elif kind == 1:
+            rows_ = np.sort(rnd.choice(200, n, replace=False)).astype(np.int64)
+        else:
+            rows_ = rnd.integers(-3, 80, n).astype(np.int64)  # unordered, duplicates
+        dels = np.unique(rnd.integers(-5, 100, int(rnd.integers(0, 40)))).astype(np.int64)
+        mask = deleted_row_mask(rows_, dels)
+        want = np.isin(rows_, dels)
+        if mask is None:
+            assert not want.any()
+        else:
+            assert mask.tolist() == want.tolist()
+    big = np.iinfo(np.int64).max
+    edge = np.array([big - 1, big], dtype=np.int64)
+    mask = deleted_row_mask(edge, np.array([big], dtype=np.int64))
+    assert mask is not None and mask.tolist() == [False, True]
+
+
+def test_row_id_groups_sort_dedupe_and_drop_null_keys() -> None:
+    from acid.delete_registry import RowIdGroups, key_table
+
+    keys = key_table(
+        pa.array([3, 1, 1, 3, None, 1, 2], pa.int64()),
+        pa.array([B0, B0, B0, B0, B0, -5, B0], pa.int32()),
+        pa.array([7, 9, 2, 7, 1, 4, None], pa.int64()),
+    )
+    g = RowIdGroups(keys)
+    assert {k: v.tolist() for k, v in g.groups.items()} == {
+        (1, -5): [4],
+        (1, B0): [2, 9],
+        (3, B0): [7],
+    }
+    assert g.min_key == (1, -5, 4)
+    assert g.row_ids(2, B0).tolist() == []
+    # Several groups in one batch: not the fast path's business.
+    fast, _ = g.deleted(
+        pa.array([1, 3], pa.int64()), pa.array([B0, B0], pa.int32()), pa.array([2, 7], pa.int64())
+    )
+    assert not fast
+    fast, mask = g.deleted(
+        pa.array([1, 1, 1], pa.int64()),
+        pa.array([B0] * 3, pa.int32()),
+        pa.array([1, 2, 9], pa.int64()),
+    )
+    assert fast and mask is not None and mask.tolist() == [False, True, True]
+    sorted_keys = key_table(
+        pa.array([1, 1, 2], pa.int64()),
+        pa.array([B0, B0, B0], pa.int32()),
+        pa.array([0, 5, 1], pa.int64()),
+    )
+    assert {k: v.tolist() for k, v in RowIdGroups(sorted_keys).groups.items()} == {
+        (1, B0): [0, 5],
+        (2, B0): [1],
+    }
+
+
+def test_threaded_reads_raise_the_first_error_in_file_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acid import reader
+
+    t = str(tmp_path)
+    for w in range(1, 4):
+        write_delta(t, SCHEMA, w, rows(10 * w, 3))
+    # A plain ORC file where a full-ACID one must be: fails when read, not when planned.
+    write_original(
+        tmp_path / "delta_0000004_0000005" / "bucket_00000",
+        {"id": [1], "name": ["x"]},
+        types={"id": pa.int32(), "name": pa.string()},
+    )
+    write_delta(t, SCHEMA, 6, rows(60, 3))
+    monkeypatch.setattr(reader, "READ_THREADS", 2)
+    it = iter_batches(t)
+    got = [next(it) for _ in range(3)]
+    assert sorted(x for b in got for x in ids(b)) == [10, 11, 12, 20, 21, 22, 30, 31, 32]
+    with pytest.raises(AcidFormatError):
+        next(it)

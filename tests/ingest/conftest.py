@@ -1,0 +1,51 @@
+"""Fixtures for ingest tests: tables in a real metastore (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+import pytest
+
+from acid.reader import read_table
+from txn.catalog import TableDef
+from txn.store import TxnStore
+
+MakeTable = Callable[..., TableDef]
+
+
+@pytest.fixture
+def make_table(store: TxnStore) -> MakeTable:
+    """Create a transactional table: ``make_table("t", "id int, msg string", partitioned_by=...)``."""
+
+    def make(
+        name: str,
+        columns: str,
+        *,
+        partitioned_by: Sequence[tuple[str, str]] = (),
+        buckets: tuple[str, int] | None = None,
+        bucketing_version: int = 2,
+    ) -> TableDef:
+        cols = tuple(
+            (c.strip().split(None, 1)[0], c.strip().split(None, 1)[1]) for c in columns.split(",")
+        )
+        t = TableDef(
+            db="default",
+            name=name,
+            columns=cols,
+            partition_keys=tuple(partitioned_by),
+            bucket_cols=(buckets[0],) if buckets else (),
+            num_buckets=buckets[1] if buckets else -1,
+            parameters={"transactional": "true", "bucketing_version": str(bucketing_version)},
+        )
+        return store.create_table(t)
+
+    return make
+
+
+def snapshot_read(store: TxnStore, table: TableDef, **kw: object) -> pa.Table:
+    """Read a table as a new reader would: the store's current snapshot."""
+    txns = store.get_valid_txns()
+    wids = store.get_valid_write_ids(table.db, table.name, txns)
+    assert table.location is not None
+    return read_table(table.location, write_ids=wids, txns=txns, **kw)  # type: ignore[arg-type]

@@ -1,0 +1,307 @@
+"""StreamingConnection against a real metastore (SQLite and PostgreSQL) and real files."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pyorc
+import pytest
+
+from acid import layout
+from acid.errors import SerializationError, TableNotFoundError, TransactionError, TxnAbortedError
+from acid.side_file import decode_flush_lengths
+from ingest.connection import StreamingConnection, StreamingOptions
+from ingest.record_writers import StrictDelimitedInputWriter, StrictJsonWriter
+from tests.ingest.conftest import MakeTable, snapshot_read
+from txn.store import TxnState, TxnStore
+
+
+def _json(i: int, **extra: Any) -> bytes:
+    return json.dumps({"id": i, "msg": f"m{i}", **extra}).encode()
+
+
+def _conn(store: TxnStore, table: str = "t", **opts: Any) -> StreamingConnection:
+    static = opts.pop("static_partition", None)
+    writer = opts.pop("record_writer", StrictJsonWriter())
+    return StreamingConnection(
+        table,
+        record_writer=writer,
+        store=store,
+        static_partition=static,
+        options=StreamingOptions(**opts),
+    )
+
+
+def test_batch_with_interleaved_commits_and_aborts_reads_back_at_every_snapshot(
+    store: TxnStore, make_table: MakeTable
+) -> None:
+    t = make_table("t", "id int, msg string")
+    committed: list[int] = []
+    snapshots: list[tuple[list[int], Any]] = []
+    with _conn(store, transaction_batch_size=5) as c:
+        plan = ["commit", "abort", "commit", "commit", "abort", "commit", "commit"]
+        for k, action in enumerate(plan):
+            c.begin_transaction()
+            ids = list(range(k * 100, k * 100 + 10 + k))
+            c.write_many(_json(i) for i in ids)
+            if action == "commit":
+                c.commit_transaction()
+                committed.extend(ids)
+            else:
+                c.abort_transaction()
+            # A reader at this point sees exactly the committed txns, even mid-batch
+            # (through the side file's flush length).
+            got = snapshot_read(store, t, columns=["id"]).column("id").to_pylist()
+            assert sorted(got) == sorted(committed)
+            snapshots.append((list(committed), store.get_valid_write_ids("default", "t", store.get_valid_txns())))
+        stats = c.stats()
+    assert stats.committed_transactions == 5
+    # 2 explicit aborts + the 3 unused txns of the second batch aborted at close
+    assert stats.aborted_transactions == 5
+    assert stats.records_written == sum(10 + k for k in range(7))
+    # Every earlier snapshot still reads the same rows after the batch is closed.
+    for expect, wids in snapshots:
+        from acid.reader import read_table
+
+        got = read_table(t.location or "", write_ids=wids, txns=None, columns=["id"])
+        assert sorted(got.column("id").to_pylist()) == sorted(expect)
+    # One delta per batch: write ids 1..5 then 6..10.
+    deltas = sorted(p.name for p in Path(t.location or "").iterdir() if p.name.startswith("delta_"))
+    assert deltas == ["delta_0000001_0000005", "delta_0000006_0000010"]
+    # Side files are gone after a clean close.
+    assert not list(Path(t.location or "").rglob("*_flush_length"))
+
+
+def test_rowids_restart_per_write_id_and_footer_per_commit(store: TxnStore, make_table: MakeTable) -> None:
+    t = make_table("t", "id int, msg string")
+    lengths_seen = []
+    with _conn(store, transaction_batch_size=3) as c:
+        for k in range(3):
+            c.begin_transaction()
+            c.write_many(_json(i) for i in range(4))
+            c.commit_transaction()
+            side = next(Path(t.location or "").rglob("bucket_00000_flush_length"), None)
+            if k < 2:
+                assert side is not None
+                lengths_seen = decode_flush_lengths(side.read_bytes())
+    assert lengths_seen[0] == 0 and len(lengths_seen) == 3  # initial 0 + one per commit
+    data = (Path(t.location or "") / "delta_0000001_0000003" / "bucket_00000").read_bytes()
+    for k, length in enumerate(lengths_seen[1:], start=1):
+        r = pyorc.Reader(io.BytesIO(data[:length]))
+        assert len(r) == 4 * k
+    rows = list(pyorc.Reader(io.BytesIO(data)))
+    assert [(r[1], r[3]) for r in rows] == [(w, i) for w in (1, 2, 3) for i in range(4)]
+
+
+def test_commit_with_key_value_is_atomic_and_readable(store: TxnStore, make_table: MakeTable) -> None:
+    make_table("t", "id int, msg string")
+    with _conn(store) as c:
+        c.begin_transaction()
+        c.write(_json(1))
+        c.commit_transaction(key="_meta.stream", value='{"batch": 7}')
+    assert store.get_table_param("default", "t", "_meta.stream") == '{"batch": 7}'
+    with _conn(store) as c, pytest.raises(Exception, match="together"):
+        c.begin_transaction()
+        c.commit_transaction(key="_meta.x")
+
+
+def test_bad_record_does_not_kill_the_batch(store: TxnStore, make_table: MakeTable, tmp_path: Path) -> None:
+    t = make_table("t", "id int, msg string")
+    with _conn(store) as c:
+        c.begin_transaction()
+        c.write(_json(1))
+        with pytest.raises(SerializationError):
+            c.write(b"{not json")
+        with pytest.raises(SerializationError):
+            c.write(b'{"id": "abc", "msg": "x"}')
+        c.write(_json(2))
+        c.commit_transaction()
+        assert c.stats().bad_records == 2
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == [1, 2]
+
+
+def test_bad_records_go_to_the_dead_letter_file_with_a_reason(
+    store: TxnStore, make_table: MakeTable, tmp_path: Path
+) -> None:
+    t = make_table("t", "id int, msg string")
+    dl = tmp_path / "dead" / "letters.jsonl"
+    with _conn(store, dead_letter_path=str(dl)) as c:
+        c.begin_transaction()
+        n = c.write_many([_json(1), b"garbage", _json(2), b'{"id": 99999999999}'])
+        c.commit_transaction()
+    assert n == 2
+    lines = [json.loads(x) for x in dl.read_text().splitlines()]
+    assert [x["record"] for x in lines] == ["garbage", '{"id": 99999999999}']
+    assert all(x["reason"] for x in lines)
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == [1, 2]
+
+
+def test_dynamic_partitions_are_created_and_registered(store: TxnStore, make_table: MakeTable) -> None:
+    t = make_table("p", "id int, msg string", partitioned_by=[("ds", "string"), ("hr", "int")])
+    with _conn(store, "p", record_writer=StrictDelimitedInputWriter(field_delimiter=",")) as c:
+        c.begin_transaction()
+        c.write_many([b"1,a,2024-01-01,1", b"2,b,2024-01-01,2", b"3,c,,1", b"4,d,2024-01-02,1"])
+        c.commit_transaction()
+        stats = c.stats()
+    names = sorted(p.name for p in store.list_partitions("default", "p"))
+    assert names == [
+        "ds=2024-01-01/hr=1",
+        "ds=2024-01-01/hr=2",
+        "ds=2024-01-02/hr=1",
+        "ds=__HIVE_DEFAULT_PARTITION__/hr=1",
+    ]
+    assert stats.created_partitions == 4
+    got = snapshot_read(store, t)
+    by_id = {r["id"]: (r["ds"], r["hr"]) for r in got.to_pylist()}
+    assert by_id[1] == ("2024-01-01", "1") and by_id[2] == ("2024-01-01", "2")
+    assert by_id[3][0] in (None, "__HIVE_DEFAULT_PARTITION__")
+    comps = store.txn_components(1) if hasattr(store, "txn_components") else None
+    assert comps is None or all(comp is not None for comp in comps)
+
+
+def test_static_partition(store: TxnStore, make_table: MakeTable) -> None:
+    t = make_table("p", "id int, msg string", partitioned_by=[("ds", "string")])
+    with _conn(store, "p", static_partition=["2024-05-05"]) as c:
+        c.begin_transaction()
+        c.write(_json(7))
+        c.commit_transaction()
+    assert (Path(t.location or "") / "ds=2024-05-05" / "delta_0000001_0000001").is_dir()
+    assert snapshot_read(store, t).to_pylist() == [{"id": 7, "msg": "m7", "ds": "2024-05-05"}]
+
+
+def test_bucketed_table_routes_rows_with_hive_hash(store: TxnStore, make_table: MakeTable) -> None:
+    from acid.bucket_hash import bucket_number
+    from acid.schema import parse_hive_type
+
+    t = make_table("b", "id int, msg string", buckets=("id", 4))
+    with _conn(store, "b") as c:
+        c.begin_transaction()
+        c.write_many(_json(i) for i in range(200))
+        c.commit_transaction()
+    delta = Path(t.location or "") / "delta_0000001_0000001"
+    seen = 0
+    for f in sorted(delta.glob("bucket_*")):
+        bucket = layout.parse_bucket_file(f.name)
+        assert bucket is not None
+        for row in pyorc.Reader(f.open("rb")):
+            assert bucket_number([row[5][0]], [parse_hive_type("int")], 4, bucketing_version=2) == bucket[0]
+            seen += 1
+    assert seen == 200
+    assert len(list(delta.glob("bucket_*"))) == 4
+
+
+def test_connection_errors_are_typed(store: TxnStore, make_table: MakeTable) -> None:
+    with pytest.raises(TableNotFoundError, match="Invalid table"):
+        _conn(store, "missing")
+    make_table("t", "id int, msg string")
+    with pytest.raises(Exception, match="not partitioned"):
+        _conn(store, "t", static_partition=["x"])
+    with _conn(store) as c:
+        with pytest.raises(TransactionError, match="not OPEN"):
+            c.write(_json(1))
+        c.begin_transaction()
+        with pytest.raises(TransactionError, match="already open"):
+            c.begin_transaction()
+        c.abort_transaction()
+    with pytest.raises(TransactionError, match="closed"):
+        c.begin_transaction()
+
+
+def test_reaped_batch_fails_its_next_call_while_a_heartbeating_one_survives(
+    store: TxnStore, make_table: MakeTable
+) -> None:
+    t = make_table("t", "id int, msg string")
+    alive = _conn(store, transaction_batch_size=2, heartbeat_interval_s=0.05)
+    dead = _conn(store, transaction_batch_size=2, heartbeat_interval_s=3600)
+    try:
+        alive.begin_transaction()
+        alive.write(_json(1))
+        dead.begin_transaction()
+        dead.write(_json(2))
+        # Wait for the live connection's heartbeat thread to beat (an event, not a guess).
+        assert alive._heartbeater is not None
+        deadline = time.monotonic() + 10
+        start = alive._heartbeater.beats
+        while alive._heartbeater.beats < start + 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert alive._heartbeater.beats >= start + 2
+        dead_txn = dead.current_txn_id
+        assert dead_txn is not None
+        # The reaper runs with a 1 s timeout, "now" = 2 s after the dead txn's last heartbeat.
+        reaped = store.reap_timed_out(timeout_s=1.0, now=time.time() + 1.5)
+        assert dead_txn in reaped
+        assert alive.current_txn_id not in reaped
+        assert store.txn_state(dead_txn) == TxnState.ABORTED
+        with pytest.raises(TxnAbortedError):
+            dead.commit_transaction()
+        alive.commit_transaction()
+    finally:
+        alive.close()
+        dead.close()
+    assert snapshot_read(store, t).column("id").to_pylist() == [1]
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    from ingest.connection import StreamingConnection, StreamingOptions
+    from ingest.record_writers import StrictJsonWriter
+    from txn.store import open_store
+    store = open_store(sys.argv[1])
+    c = StreamingConnection("t", record_writer=StrictJsonWriter(), store=store,
+                            options=StreamingOptions(transaction_batch_size=3, memory_limit_bytes=200))
+    c.begin_transaction()
+    c.write_many(json.dumps({"id": i, "msg": "committed"}).encode() for i in range(50))
+    c.commit_transaction()
+    c.begin_transaction()
+    # More than the memory limit: auto-flushes put uncommitted rows behind a footer.
+    c.write_many(json.dumps({"id": 1000 + i, "msg": "lost"}).encode() for i in range(50))
+    print("ready", c.current_txn_id, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_writer_killed_mid_transaction_leaves_only_committed_data(
+    store: TxnStore, make_table: MakeTable
+) -> None:
+    t = make_table("t", "id int, msg string")
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILL_SCRIPT, store.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    open_txn = int(proc.stdout.split()[1])
+    # The side file survived the crash and points at a footer; the reader honours it.
+    side = next(Path(t.location or "").rglob("*_flush_length"))
+    assert len(decode_flush_lengths(side.read_bytes())) >= 2
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == list(range(50))
+    # The reaper aborts the dead writer's txns; the data still reads exactly.
+    reaped = store.reap_timed_out(timeout_s=1.0, now=time.time() + 3600)
+    assert open_txn in reaped
+    assert store.txn_state(open_txn) == TxnState.ABORTED
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == list(range(50))
+
+
+def test_auto_flush_writes_stripes_without_committing(store: TxnStore, make_table: MakeTable) -> None:
+    t = make_table("t", "id int, msg string")
+    with _conn(store, transaction_batch_size=2, memory_limit_bytes=500) as c:
+        c.begin_transaction()
+        c.write_many(_json(i) for i in range(100))
+        assert c.stats().auto_flushes >= 1
+        # Nothing is visible before the commit.
+        assert snapshot_read(store, t).num_rows == 0
+        c.commit_transaction()
+        assert snapshot_read(store, t).num_rows == 100
