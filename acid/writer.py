@@ -390,19 +390,14 @@ class AcidFileWriter:
 
     def _rows_to_struct(self, rows: Iterable[Sequence[Any]]) -> pa.StructArray:
         rows = rows if isinstance(rows, list) else list(rows)
-        width = len(self.schema.columns)
-        if not rows:
-            return pa.StructArray.from_arrays(
-                [pa.array([], f.type) for f in self._row_type], fields=list(self._row_type)
-            )
-        cols = list(zip(*rows, strict=True)) if rows else [()] * width
-        if len(cols) != width:
-            raise ConfigError(f"rows have {len(cols)} fields, the table has {width} columns")
         try:
-            arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self._row_type, strict=True)]
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            # One C++ pass over the Python tuples: several times faster than transposing.
+            arr = pa.array(rows, type=self._row_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
             raise SerializationError(f"row values do not fit the table's types: {e}") from e
-        return self._columns_to_struct(arrays)
+        if not any(h.kind in ("char", "varchar") for _, h in self.schema.columns):
+            return arr
+        return self._columns_to_struct(list(arr.flatten()))
 
     def _write_arrow_inserts(self, write_id: int, start_rowid: int, rows: pa.StructArray) -> int:
         n = len(rows)

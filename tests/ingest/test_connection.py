@@ -63,7 +63,7 @@ def test_batch_with_interleaved_commits_and_aborts_reads_back_at_every_snapshot(
             got = snapshot_read(store, t, columns=["id"]).column("id").to_pylist()
             assert sorted(got) == sorted(committed)
             snapshots.append((list(committed), store.get_valid_write_ids("default", "t", store.get_valid_txns())))
-        stats = c.stats()
+    stats = c.stats()  # after close: the batch's unused txns are aborted then
     assert stats.committed_transactions == 5
     # 2 explicit aborts + the 3 unused txns of the second batch aborted at close
     assert stats.aborted_transactions == 5
@@ -217,7 +217,7 @@ def test_connection_errors_are_typed(store: TxnStore, make_table: MakeTable) -> 
 
 
 def test_reaped_batch_fails_its_next_call_while_a_heartbeating_one_survives(
-    store: TxnStore, make_table: MakeTable
+    store: TxnStore, make_table: MakeTable, clock: Any
 ) -> None:
     t = make_table("t", "id int, msg string")
     alive = _conn(store, transaction_batch_size=2, heartbeat_interval_s=0.05)
@@ -225,21 +225,25 @@ def test_reaped_batch_fails_its_next_call_while_a_heartbeating_one_survives(
     try:
         alive.begin_transaction()
         alive.write(_json(1))
+        # The dead writer's txns were opened (and last heartbeaten) 10 minutes ago.
+        clock.advance(-600)
         dead.begin_transaction()
         dead.write(_json(2))
-        # Wait for the live connection's heartbeat thread to beat (an event, not a guess).
+        clock.advance(600)
+        # The live connection's thread heartbeats on its own store connection: wait for two
+        # beats (an observed event, not a guessed delay).
         assert alive._heartbeater is not None
         deadline = time.monotonic() + 10
         start = alive._heartbeater.beats
         while alive._heartbeater.beats < start + 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert alive._heartbeater.beats >= start + 2
-        dead_txn = dead.current_txn_id
-        assert dead_txn is not None
-        # The reaper runs with a 1 s timeout, "now" = 2 s after the dead txn's last heartbeat.
-        reaped = store.reap_timed_out(timeout_s=1.0, now=time.time() + 1.5)
+        dead_txn, alive_txn = dead.current_txn_id, alive.current_txn_id
+        assert dead_txn is not None and alive_txn is not None
+        # A 300 s timeout: only the dead writer's txns are older than that.
+        reaped = store.reap_timed_out(timeout_s=300, now=time.time())
         assert dead_txn in reaped
-        assert alive.current_txn_id not in reaped
+        assert alive_txn not in reaped
         assert store.txn_state(dead_txn) == TxnState.ABORTED
         with pytest.raises(TxnAbortedError):
             dead.commit_transaction()
@@ -248,6 +252,21 @@ def test_reaped_batch_fails_its_next_call_while_a_heartbeating_one_survives(
         alive.close()
         dead.close()
     assert snapshot_read(store, t).column("id").to_pylist() == [1]
+
+
+def test_heartbeat_thread_notices_the_reaper_and_closes_the_batch(
+    store: TxnStore, make_table: MakeTable
+) -> None:
+    make_table("t", "id int, msg string")
+    with _conn(store, transaction_batch_size=2) as c:
+        c.begin_transaction()
+        c.write(_json(1))
+        txn = c.current_txn_id
+        assert txn is not None
+        store.abort_txn(txn, reason="reaped for the test")
+        c.heartbeat()  # what the background thread does each interval
+        with pytest.raises(TxnAbortedError, match="closed"):
+            c.write(_json(2))
 
 
 _KILL_SCRIPT = textwrap.dedent(
@@ -305,3 +324,18 @@ def test_auto_flush_writes_stripes_without_committing(store: TxnStore, make_tabl
         assert snapshot_read(store, t).num_rows == 0
         c.commit_transaction()
         assert snapshot_read(store, t).num_rows == 100
+
+
+def test_write_arrow_and_write_rows_give_the_same_table(store: TxnStore, make_table: MakeTable) -> None:
+    import pyarrow as pa
+
+    t = make_table("t", "id int, msg varchar(3)")
+    with _conn(store, transaction_batch_size=1) as c:
+        c.begin_transaction()
+        c.write_arrow(pa.table({"id": pa.array([1, 2], pa.int32()), "msg": ["abcd", "x"]}))
+        c.commit_transaction()
+        c.begin_transaction()
+        c.write_rows([(3, "efgh")])
+        c.commit_transaction()
+    got = sorted(snapshot_read(store, t).to_pylist(), key=lambda r: r["id"])
+    assert got == [{"id": 1, "msg": "abc"}, {"id": 2, "msg": "x"}, {"id": 3, "msg": "efg"}]
