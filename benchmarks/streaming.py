@@ -36,13 +36,20 @@ SCHEMA = TableSchema.parse("id bigint, name string, salary int")
 
 def _rows(n: int, seed: int) -> list[tuple[int, str, int]]:
     rnd = random.Random(seed)
-    return [(seed * 10_000_000 + i, f"name-{rnd.getrandbits(40):010x}", rnd.randrange(10**6)) for i in range(n)]
+    return [
+        (seed * 10_000_000 + i, f"name-{rnd.getrandbits(40):010x}", rnd.randrange(10**6))
+        for i in range(n)
+    ]
 
 
 def _arrow(rows: list[tuple[int, str, int]]) -> pa.Table:
     ids, names, sal = zip(*rows, strict=True)
     return pa.table(
-        {"id": pa.array(ids, pa.int64()), "name": pa.array(names), "salary": pa.array(sal, pa.int32())}
+        {
+            "id": pa.array(ids, pa.int64()),
+            "name": pa.array(names),
+            "salary": pa.array(sal, pa.int32()),
+        }
     )
 
 
@@ -60,7 +67,9 @@ def acid_run(
         TableDef(db="default", name="t", columns=tuple((n, str(t)) for n, t in SCHEMA.columns),
                  parameters={"transactional": "true"})
     )  # fmt: skip
-    payloads = [[f"{a},{b},{c}".encode() for a, b, c in rows] for rows in batches] if records else None
+    payloads = (
+        [[f"{a},{b},{c}".encode() for a, b, c in rows] for rows in batches] if records else None
+    )
     t0 = time.perf_counter()
     with StreamingConnection(
         "t",
@@ -117,7 +126,9 @@ def pyorc_floor(root: Path, batches: list[list[tuple[int, str, int]]]) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--small-txns", type=int, default=300, help="number of 1,000-row transactions")
     ap.add_argument("--big-txns", type=int, default=5, help="number of 200,000-row transactions")
     ap.add_argument("--skip-peers", action="store_true", help="do not run deltalake / pyiceberg")
@@ -137,23 +148,71 @@ def main() -> int:
         small = [_rows(1000, k) for k in range(args.small_txns)]
         small_arrow = [_arrow(r) for r in small]
         n_small = sum(map(len, small))
-        run("1k", "acidstream (rows, batch 1)", len(small), n_small, lambda d: acid_run(d, small, txn_batch=1, records=False))
-        run("1k", "acidstream (rows, batch 10)", len(small), n_small, lambda d: acid_run(d, small, txn_batch=10, records=False))
-        run("1k", "acidstream (delimited records, batch 10)", len(small), n_small, lambda d: acid_run(d, small, txn_batch=10, records=True))
+        run(
+            "1k",
+            "acidstream (rows, batch 1)",
+            len(small),
+            n_small,
+            lambda d: acid_run(d, small, txn_batch=1, records=False),
+        )
+        run(
+            "1k",
+            "acidstream (rows, batch 10)",
+            len(small),
+            n_small,
+            lambda d: acid_run(d, small, txn_batch=10, records=False),
+        )
+        run(
+            "1k",
+            "acidstream (delimited records, batch 10)",
+            len(small),
+            n_small,
+            lambda d: acid_run(d, small, txn_batch=10, records=True),
+        )
         if not args.skip_peers:
             run("1k", "deltalake append", len(small), n_small, lambda d: delta_run(d, small_arrow))
-            run("1k", "pyiceberg append (SQLite catalog)", len(small), n_small, lambda d: iceberg_run(d, small_arrow))
+            run(
+                "1k",
+                "pyiceberg append (SQLite catalog)",
+                len(small),
+                n_small,
+                lambda d: iceberg_run(d, small_arrow),
+            )
 
         big = [_rows(200_000, 100 + k) for k in range(args.big_txns)]
         big_arrow = [_arrow(r) for r in big]
         n_big = sum(map(len, big))
         floor = run("200k", "pyorc floor (no txns)", len(big), n_big, lambda d: pyorc_floor(d, big))
-        acid_big = run("200k", "acidstream (rows, batch 1)", len(big), n_big, lambda d: acid_run(d, big, txn_batch=1, records=False))
-        run("200k", "acidstream (Arrow, batch 1)", len(big), n_big, lambda d: acid_run(d, big, txn_batch=1, records=False, arrow=big_arrow))
-        run("200k", "acidstream (rows, batch 5)", len(big), n_big, lambda d: acid_run(d, big, txn_batch=5, records=False))
+        acid_big = run(
+            "200k",
+            "acidstream (rows, batch 1)",
+            len(big),
+            n_big,
+            lambda d: acid_run(d, big, txn_batch=1, records=False),
+        )
+        run(
+            "200k",
+            "acidstream (Arrow, batch 1)",
+            len(big),
+            n_big,
+            lambda d: acid_run(d, big, txn_batch=1, records=False, arrow=big_arrow),
+        )
+        run(
+            "200k",
+            "acidstream (rows, batch 5)",
+            len(big),
+            n_big,
+            lambda d: acid_run(d, big, txn_batch=5, records=False),
+        )
         if not args.skip_peers:
             run("200k", "deltalake append", len(big), n_big, lambda d: delta_run(d, big_arrow))
-            run("200k", "pyiceberg append (SQLite catalog)", len(big), n_big, lambda d: iceberg_run(d, big_arrow))
+            run(
+                "200k",
+                "pyiceberg append (SQLite catalog)",
+                len(big),
+                n_big,
+                lambda d: iceberg_run(d, big_arrow),
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -161,16 +220,26 @@ def main() -> int:
     print(f"{'scenario':<6} {'writer':<42} {'txns':>6} {'commits/s':>10} {'rows/s':>12}")
     for scenario, name, txns, rows, secs in results:
         print(f"{scenario:<6} {name:<42} {txns:>6} {txns / secs:>10,.1f} {rows / secs:>12,.0f}")
-    small_rate = max(r[2] / r[4] for r in results if r[0] == "1k" and r[1] == "acidstream (rows, batch 10)")
-    single_rate = max(r[2] / r[4] for r in results if r[0] == "1k" and r[1] == "acidstream (rows, batch 1)")
+    small_rate = max(
+        r[2] / r[4] for r in results if r[0] == "1k" and r[1] == "acidstream (rows, batch 10)"
+    )
+    single_rate = max(
+        r[2] / r[4] for r in results if r[0] == "1k" and r[1] == "acidstream (rows, batch 1)"
+    )
     ratio = floor / acid_big
     arrow_big = next(r[4] for r in results if r[1] == "acidstream (Arrow, batch 1)")
     print()
-    print(f"1,000-row txns, batch 10: {small_rate:,.0f} commits/s (target >= 300): {'met' if small_rate >= 300 else 'MISSED'}")
+    print(
+        f"1,000-row txns, batch 10: {small_rate:,.0f} commits/s (target >= 300): {'met' if small_rate >= 300 else 'MISSED'}"
+    )
     print(f"1,000-row txns, batch 1:  {single_rate:,.0f} commits/s")
-    print(f"200,000-row txns, row tuples: {ratio:.2f}x the pyorc floor (target >= 0.7): {'met' if ratio >= 0.7 else 'MISSED'}")
+    print(
+        f"200,000-row txns, row tuples: {ratio:.2f}x the pyorc floor (target >= 0.7): {'met' if ratio >= 0.7 else 'MISSED'}"
+    )
     aratio = floor / arrow_big
-    print(f"200,000-row txns, Arrow input: {aratio:.2f}x the pyorc floor (target >= 0.7): {'met' if aratio >= 0.7 else 'MISSED'}")
+    print(
+        f"200,000-row txns, Arrow input: {aratio:.2f}x the pyorc floor (target >= 0.7): {'met' if aratio >= 0.7 else 'MISSED'}"
+    )
     print(f"python {sys.version.split()[0]}, pyarrow {pa.__version__}, pyorc {pyorc.__version__}")
     return 0
 

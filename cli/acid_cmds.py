@@ -67,7 +67,9 @@ def _snapshot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metastore", help="metastore URL for db.table names (default: $ACIDSTREAM_METASTORE)"
     )
-    p.add_argument("--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)")
+    p.add_argument(
+        "--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)"
+    )
 
 
 def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> str:

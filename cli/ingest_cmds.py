@@ -20,19 +20,29 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=("json", "delimited", "regex"), required=True)
     p.add_argument("--delimiter", default="\x01", help="field delimiter for --format delimited")
     p.add_argument("--regex", help="regular expression for --format regex (one group per column)")
-    p.add_argument("--txn-rows", type=int, default=10_000, help="commit every N rows (default 10000)")
+    p.add_argument(
+        "--txn-rows", type=int, default=10_000, help="commit every N rows (default 10000)"
+    )
     p.add_argument("--batch-size", type=int, default=1, help="transactions per transaction batch")
-    p.add_argument("--partition", action="append", default=[], metavar="K=V", help="static partition value")
-    p.add_argument("--dead-letter", metavar="PATH", help="divert bad records (with the reason) to this file")
-    p.add_argument("--metastore", help="metastore URL (default: $ACIDSTREAM_METASTORE or the embedded store)")
-    p.add_argument("--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)")
+    p.add_argument(
+        "--partition", action="append", default=[], metavar="K=V", help="static partition value"
+    )
+    p.add_argument(
+        "--dead-letter", metavar="PATH", help="divert bad records (with the reason) to this file"
+    )
+    p.add_argument(
+        "--metastore", help="metastore URL (default: $ACIDSTREAM_METASTORE or the embedded store)"
+    )
+    p.add_argument(
+        "--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)"
+    )
     p.set_defaults(func=_cmd_ingest)
 
 
 def _records(files: list[str]) -> Iterator[bytes]:
     from ingest.record_writers import split_records
 
-    streams: list[BinaryIO] = [open(f, "rb") for f in files] if files else [sys.stdin.buffer]  # noqa: SIM115
+    streams: list[BinaryIO] = [open(f, "rb") for f in files] if files else [sys.stdin.buffer]
     try:
         for s in streams:
             yield from split_records(iter(lambda s=s: s.read(1 << 20), b""))  # type: ignore[misc]
@@ -71,7 +81,9 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             if not sep:
                 raise ConfigError(f"--partition takes K=V, got {kv!r}")
             static[k.strip().lower()] = v
-    opts = StreamingOptions(transaction_batch_size=args.batch_size, dead_letter_path=args.dead_letter)
+    opts = StreamingOptions(
+        transaction_batch_size=args.batch_size, dead_letter_path=args.dead_letter
+    )
     t0 = time.monotonic()
     last = t0
     n_in_txn = 0

@@ -466,7 +466,7 @@ class StreamingConnection:
                 # Unbucketed: the rows go to bucket 0 as they are, no per-row work.
                 buf = self._buffers.setdefault((part, 0), [])
                 before = len(buf)
-                buf.extend(rows)
+                buf.extend(tuple(r) if not isinstance(r, tuple) else r for r in rows)
                 n = len(buf) - before
             else:
                 n = 0
@@ -477,7 +477,9 @@ class StreamingConnection:
             self._stats.add("records_written", n)
             return n
 
-    def write_arrow(self, data: pa.Table | pa.RecordBatch, *, partition: Sequence[str | None] = ()) -> int:
+    def write_arrow(
+        self, data: pa.Table | pa.RecordBatch, *, partition: Sequence[str | None] = ()
+    ) -> int:
         """Write Arrow rows (columns in table order, matched by position) into the open txn.
 
         The columnar path: a single-txn file is written by pyarrow without converting rows
@@ -486,7 +488,9 @@ class StreamingConnection:
         with self._lock:
             self._check_open()
             if data.num_columns != len(self.schema.columns):
-                raise ConfigError(f"expected {len(self.schema.columns)} columns, got {data.num_columns}")
+                raise ConfigError(
+                    f"expected {len(self.schema.columns)} columns, got {data.num_columns}"
+                )
             if self._bucket_idx:
                 cols = [data.column(i).to_pylist() for i in range(data.num_columns)]
                 return self.write_rows(zip(*cols, strict=True), partition=partition)

@@ -73,7 +73,10 @@ class BoundRecordWriter(Protocol):
 class RecordWriter(Protocol):
     """Turns raw records into rows; :meth:`bind` builds the parse plan once."""
 
-    line_delimiter_pattern: str
+    @property
+    def line_delimiter_pattern(self) -> str:
+        """The regular expression that separates records in a stream."""
+        ...
 
     def bind(
         self, schema: TableSchema, *, partition_columns: Sequence[str] = ()

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from acid.reader import read_table
+from acid.schema import TableSchema
 from txn.catalog import TableDef
 from txn.store import TxnStore
 
@@ -26,9 +27,7 @@ def make_table(store: TxnStore) -> MakeTable:
         buckets: tuple[str, int] | None = None,
         bucketing_version: int = 2,
     ) -> TableDef:
-        cols = tuple(
-            (c.strip().split(None, 1)[0], c.strip().split(None, 1)[1]) for c in columns.split(",")
-        )
+        cols = tuple((n, str(t)) for n, t in TableSchema.parse(columns).columns)
         t = TableDef(
             db="default",
             name=name,

@@ -62,7 +62,9 @@ def test_batch_with_interleaved_commits_and_aborts_reads_back_at_every_snapshot(
             # (through the side file's flush length).
             got = snapshot_read(store, t, columns=["id"]).column("id").to_pylist()
             assert sorted(got) == sorted(committed)
-            snapshots.append((list(committed), store.get_valid_write_ids("default", "t", store.get_valid_txns())))
+            snapshots.append(
+                (list(committed), store.get_valid_write_ids("default", "t", store.get_valid_txns()))
+            )
     stats = c.stats()  # after close: the batch's unused txns are aborted then
     assert stats.committed_transactions == 5
     # 2 explicit aborts + the 3 unused txns of the second batch aborted at close
@@ -81,7 +83,9 @@ def test_batch_with_interleaved_commits_and_aborts_reads_back_at_every_snapshot(
     assert not list(Path(t.location or "").rglob("*_flush_length"))
 
 
-def test_rowids_restart_per_write_id_and_footer_per_commit(store: TxnStore, make_table: MakeTable) -> None:
+def test_rowids_restart_per_write_id_and_footer_per_commit(
+    store: TxnStore, make_table: MakeTable
+) -> None:
     t = make_table("t", "id int, msg string")
     lengths_seen = []
     with _conn(store, transaction_batch_size=3) as c:
@@ -102,7 +106,9 @@ def test_rowids_restart_per_write_id_and_footer_per_commit(store: TxnStore, make
     assert [(r[1], r[3]) for r in rows] == [(w, i) for w in (1, 2, 3) for i in range(4)]
 
 
-def test_commit_with_key_value_is_atomic_and_readable(store: TxnStore, make_table: MakeTable) -> None:
+def test_commit_with_key_value_is_atomic_and_readable(
+    store: TxnStore, make_table: MakeTable
+) -> None:
     make_table("t", "id int, msg string")
     with _conn(store) as c:
         c.begin_transaction()
@@ -114,7 +120,9 @@ def test_commit_with_key_value_is_atomic_and_readable(store: TxnStore, make_tabl
         c.commit_transaction(key="_meta.x")
 
 
-def test_bad_record_does_not_kill_the_batch(store: TxnStore, make_table: MakeTable, tmp_path: Path) -> None:
+def test_bad_record_does_not_kill_the_batch(
+    store: TxnStore, make_table: MakeTable, tmp_path: Path
+) -> None:
     t = make_table("t", "id int, msg string")
     with _conn(store) as c:
         c.begin_transaction()
@@ -145,7 +153,9 @@ def test_bad_records_go_to_the_dead_letter_file_with_a_reason(
     assert sorted(snapshot_read(store, t).column("id").to_pylist()) == [1, 2]
 
 
-def test_dynamic_partitions_are_created_and_registered(store: TxnStore, make_table: MakeTable) -> None:
+def test_dynamic_partitions_are_created_and_registered(
+    store: TxnStore, make_table: MakeTable
+) -> None:
     t = make_table("p", "id int, msg string", partitioned_by=[("ds", "string"), ("hr", "int")])
     with _conn(store, "p", record_writer=StrictDelimitedInputWriter(field_delimiter=",")) as c:
         c.begin_transaction()
@@ -193,7 +203,10 @@ def test_bucketed_table_routes_rows_with_hive_hash(store: TxnStore, make_table: 
         bucket = layout.parse_bucket_file(f.name)
         assert bucket is not None
         for row in pyorc.Reader(f.open("rb")):
-            assert bucket_number([row[5][0]], [parse_hive_type("int")], 4, bucketing_version=2) == bucket[0]
+            assert (
+                bucket_number([row[5][0]], [parse_hive_type("int")], 4, bucketing_version=2)
+                == bucket[0]
+            )
             seen += 1
     assert seen == 200
     assert len(list(delta.glob("bucket_*"))) == 4
@@ -314,7 +327,9 @@ def test_writer_killed_mid_transaction_leaves_only_committed_data(
     assert sorted(snapshot_read(store, t).column("id").to_pylist()) == list(range(50))
 
 
-def test_auto_flush_writes_stripes_without_committing(store: TxnStore, make_table: MakeTable) -> None:
+def test_auto_flush_writes_stripes_without_committing(
+    store: TxnStore, make_table: MakeTable
+) -> None:
     t = make_table("t", "id int, msg string")
     with _conn(store, transaction_batch_size=2, memory_limit_bytes=500) as c:
         c.begin_transaction()
@@ -326,7 +341,9 @@ def test_auto_flush_writes_stripes_without_committing(store: TxnStore, make_tabl
         assert snapshot_read(store, t).num_rows == 100
 
 
-def test_write_arrow_and_write_rows_give_the_same_table(store: TxnStore, make_table: MakeTable) -> None:
+def test_write_arrow_and_write_rows_give_the_same_table(
+    store: TxnStore, make_table: MakeTable
+) -> None:
     import pyarrow as pa
 
     t = make_table("t", "id int, msg varchar(3)")

@@ -33,7 +33,9 @@ def test_every_flush_length_is_a_valid_orc_file_for_the_jvm_reader(
         for k, n in enumerate(rows_per_txn):
             c.begin_transaction()
             c.write_many(
-                json.dumps({"id": k * 10_000 + i, "msg": f"m{i}", "amount": "1.50", "day": "2024-02-29"}).encode()
+                json.dumps(
+                    {"id": k * 10_000 + i, "msg": f"m{i}", "amount": "1.50", "day": "2024-02-29"}
+                ).encode()
                 for i in range(n)
             )
             c.commit_transaction()
@@ -44,7 +46,11 @@ def test_every_flush_length_is_a_valid_orc_file_for_the_jvm_reader(
                 got = jvm_orc.read(str(data_file), max_length=lengths[-1])
                 assert got["rows"] == sum(rows_per_txn[: k + 1])
                 assert got["rows_read"] == got["rows"]
-                assert set(got["metadata"]) == {"hive.acid.key.index", "hive.acid.stats", "hive.acid.version"}
+                assert set(got["metadata"]) == {
+                    "hive.acid.key.index",
+                    "hive.acid.stats",
+                    "hive.acid.version",
+                }
                 if got["rows"]:
                     assert got["metadata"]["hive.acid.key.index"].count(";") == got["stripes"]
     final = jvm_orc.read(str(data_file))
