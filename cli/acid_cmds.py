@@ -26,7 +26,7 @@ from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
 
 __all__ = ["register"]
 
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
+_TABLE_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def register(subparsers: Any) -> None:

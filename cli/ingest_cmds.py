@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)"
     )
-    p.set_defaults(func=_cmd_ingest)
+    p.set_defaults(func=_cmd_ingest, trailing_files=True)
 
 
 def _records(files: list[str]) -> Iterator[bytes]:

@@ -37,7 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one sub-command; errors become one clear line on stderr and a non-zero exit."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse cannot take positionals after options (``ingest T --format json a.jsonl``);
+    # commands that read files collect the trailing ones themselves.
+    if extra and getattr(args, "trailing_files", False) and not any(x.startswith("-") for x in extra):
+        args.files = [*args.files, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code: int = args.func(args)
     except AcidStreamError as e:
