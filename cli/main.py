@@ -40,7 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     # argparse cannot take positionals after options (``ingest T --format json a.jsonl``);
     # commands that read files collect the trailing ones themselves.
-    if extra and getattr(args, "trailing_files", False) and not any(x.startswith("-") for x in extra):
+    if (
+        extra
+        and getattr(args, "trailing_files", False)
+        and not any(x.startswith("-") for x in extra)
+    ):
         args.files = [*args.files, *extra]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
