@@ -53,7 +53,7 @@ class Storage:
     @property
     def supports_flush(self) -> bool:
         """Whether a file being written can be made durable and readable mid-way (hflush)."""
-        return self.is_local or self.protocol in ("hdfs", "webhdfs", "memory")
+        return self.is_local or self.protocol in ("hdfs", "webhdfs")
 
     def join(self, *parts: str) -> str:
         return "/".join(p.rstrip("/") if i == 0 else p.strip("/") for i, p in enumerate(parts))

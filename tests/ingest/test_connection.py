@@ -356,3 +356,34 @@ def test_write_arrow_and_write_rows_give_the_same_table(
         c.commit_transaction()
     got = sorted(snapshot_read(store, t).to_pylist(), key=lambda r: r["id"])
     assert got == [{"id": 1, "msg": "abc"}, {"id": 2, "msg": "x"}, {"id": 3, "msg": "efg"}]
+
+
+def test_object_store_without_hflush_gets_one_txn_per_file(store: TxnStore) -> None:
+    """fsspec's memory filesystem, like an object store, only shows a file once it is closed."""
+    import uuid
+
+    from txn.catalog import TableDef
+
+    loc = f"memory://acidstream-test-{uuid.uuid4().hex}/t"
+    t = store.create_table(
+        TableDef(db="default", name="m", columns=(("id", "int"), ("msg", "string")),
+                 parameters={"transactional": "true"}, location=loc)
+    )  # fmt: skip
+    with pytest.raises(Exception, match="only supports transaction batch sizes of 1"):
+        _conn(store, "m", transaction_batch_size=2)
+    with _conn(store, "m", transaction_batch_size=1) as c:
+        for k in range(3):
+            c.begin_transaction()
+            c.write_many(_json(k * 10 + i) for i in range(3))
+            c.commit_transaction()
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == [
+        0,
+        1,
+        2,
+        10,
+        11,
+        12,
+        20,
+        21,
+        22,
+    ]
