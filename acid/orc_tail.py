@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from acid.errors import AcidFormatError
 
-__all__ = ["OrcTail", "parse_tail", "rewrite_tail"]
+__all__ = ["OrcTail", "encode_varint", "parse_tail", "rewrite_tail"]
 
 _NONE, _ZLIB = 0, 1
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -43,7 +43,8 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
+    """Protobuf base-128 varint."""
     out = bytearray()
     while True:
         b = value & 0x7F
@@ -87,14 +88,14 @@ def _fields(buf: bytes) -> list[_Field]:
 def _encode(fields: list[_Field]) -> bytes:
     out = bytearray()
     for num, wt, v in fields:
-        out += _varint((num << 3) | wt)
+        out += encode_varint((num << 3) | wt)
         if wt == _VARINT:
             assert isinstance(v, int)
-            out += _varint(v)
+            out += encode_varint(v)
         else:
             assert isinstance(v, bytes)
             if wt == _LEN:
-                out += _varint(len(v))
+                out += encode_varint(len(v))
             out += v
     return bytes(out)
 

@@ -7,6 +7,7 @@ Hive ORC types (trap 10 of the spec: ``varchar(n)`` must not become ``string``).
 
 from __future__ import annotations
 
+from acid.orc_tail import encode_varint
 from acid.schema import ACID_COLUMN_TYPES, ACID_COLUMNS, HiveType, TableSchema, parse_hive_type
 
 __all__ = ["event_type_messages"]
@@ -19,24 +20,12 @@ _KIND = {
 }  # fmt: skip
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _len_field(num: int, payload: bytes) -> bytes:
-    return _varint((num << 3) | 2) + _varint(len(payload)) + payload
+    return encode_varint((num << 3) | 2) + encode_varint(len(payload)) + payload
 
 
 def _var_field(num: int, value: int) -> bytes:
-    return _varint(num << 3) + _varint(value)
+    return encode_varint(num << 3) + encode_varint(value)
 
 
 def event_type_messages(schema: TableSchema) -> list[bytes]:
@@ -54,7 +43,7 @@ def event_type_messages(schema: TableSchema) -> list[bytes]:
         kids = [visit(c) for c in t.children]
         msg = _var_field(1, _KIND[t.kind])
         if kids:
-            msg += _len_field(2, b"".join(_varint(k) for k in kids))
+            msg += _len_field(2, b"".join(encode_varint(k) for k in kids))
         for name in t.field_names:
             msg += _len_field(3, name.encode())
         if t.kind in ("varchar", "char"):

@@ -617,6 +617,35 @@ def _storage_and_dir(table_dir: str, storage: Storage | None) -> tuple[Storage, 
     return Storage.for_path(table_dir)
 
 
+def _write_inserts(
+    st: Storage,
+    path: str,
+    schema: TableSchema,
+    write_id: int,
+    rows: Iterable[Sequence[Any]] | pa.Table,
+    *,
+    kind: FileKind,
+    bucket_id: int,
+    statement_id: int,
+    options: OrcWriterOptions | None,
+) -> str:
+    with AcidFileWriter(
+        st,
+        path,
+        schema,
+        kind=kind,
+        bucket_id=bucket_id,
+        statement_id=statement_id,
+        options=options,
+        engine=_engine_for(rows),
+    ) as w:
+        if isinstance(rows, pa.Table):
+            w.insert_arrow(write_id, rows)
+        else:
+            w.insert(write_id, rows)
+    return path
+
+
 def write_delta(
     table_dir: str,
     schema: TableSchema,
@@ -632,21 +661,10 @@ def write_delta(
     st, root = _storage_and_dir(table_dir, storage)
     d = layout.delta_dir_name(write_id, write_id, statement_id=statement_id)
     path = st.join(root, d, layout.bucket_file_name(bucket_id))
-    with AcidFileWriter(
-        st,
-        path,
-        schema,
-        kind="insert",
-        bucket_id=bucket_id,
-        statement_id=statement_id,
-        options=options,
-        engine=_engine_for(rows),
-    ) as w:
-        if isinstance(rows, pa.Table):
-            w.insert_arrow(write_id, rows)
-        else:
-            w.insert(write_id, rows)
-    return path
+    return _write_inserts(
+        st, path, schema, write_id, rows,
+        kind="insert", bucket_id=bucket_id, statement_id=statement_id, options=options,
+    )  # fmt: skip
 
 
 def write_delete_delta(
@@ -703,17 +721,7 @@ def write_base(
     st, root = _storage_and_dir(table_dir, storage)
     d = layout.base_dir_name(write_id, visibility_txn_id=visibility_txn_id)
     path = st.join(root, d, layout.bucket_file_name(bucket_id))
-    with AcidFileWriter(
-        st,
-        path,
-        schema,
-        kind="base",
-        bucket_id=bucket_id,
-        options=options,
-        engine=_engine_for(rows),
-    ) as w:
-        if isinstance(rows, pa.Table):
-            w.insert_arrow(write_id, rows)
-        else:
-            w.insert(write_id, rows)
-    return path
+    return _write_inserts(
+        st, path, schema, write_id, rows,
+        kind="base", bucket_id=bucket_id, statement_id=-1, options=options,
+    )  # fmt: skip
