@@ -236,10 +236,11 @@ def test_reaped_batch_fails_its_next_call_while_a_heartbeating_one_survives(
     alive = _conn(store, transaction_batch_size=2, heartbeat_interval_s=0.05)
     dead = _conn(store, transaction_batch_size=2, heartbeat_interval_s=3600)
     try:
+        # Both batches were opened 10 minutes ago, twice the 300 s timeout: without
+        # heartbeats both would be reaped.
+        clock.advance(-600)
         alive.begin_transaction()
         alive.write(_json(1))
-        # The dead writer's txns were opened (and last heartbeaten) 10 minutes ago.
-        clock.advance(-600)
         dead.begin_transaction()
         dead.write(_json(2))
         clock.advance(600)
