@@ -47,4 +47,5 @@ def snapshot_read(store: TxnStore, table: TableDef, **kw: object) -> pa.Table:
     txns = store.get_valid_txns()
     wids = store.get_valid_write_ids(table.db, table.name, txns)
     assert table.location is not None
+    kw.setdefault("schema", table.schema)
     return read_table(table.location, write_ids=wids, txns=txns, **kw)  # type: ignore[arg-type]

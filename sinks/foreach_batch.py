@@ -1,0 +1,514 @@
+"""``AcidSink``: an exactly-once ``foreachBatch`` sink into a Hive ACID table.
+
+Each micro-batch is one transaction:
+
+1. driver: skip the batch if the table already records it as committed (a replay);
+   otherwise open a txn, allocate its write id, take Hive's streaming lock and start
+   heartbeating;
+2. executors: every task parses its rows with acidstream's record writers and writes
+   ``[<partition>/]delta_<w>_<w>_<stmt>/bucket_<N>`` files in parallel (no collect of
+   data to the driver), then returns one small metadata row per file;
+3. driver: registers dynamic partitions and commits the txn together with
+   ``{sink id, batch id, source end offsets}`` stored atomically in the table's
+   parameters (commit-with-key-value).
+
+A replayed batch id is detected and skipped; a batch that failed before its commit is
+aborted (at once, or by the next run of the sink for its txns left open by a dead
+driver) and its files are deleted. Each task writes under its own statement id, so
+ROW__IDs stay unique whatever the number of tasks. See ``docs/sink.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from acid import layout
+from acid.errors import AcidStreamError, ConfigError, SerializationError, TransactionError
+from acid.schema import TableSchema
+from acid.storage import Storage
+from acid.writer import AcidFileWriter, OrcWriterOptions
+from txn.catalog import TableDef, make_partition_name
+from txn.config import StoreConfig
+from txn.locks import DataOperationType, LockComponent, LockRequest, LockState, LockType
+from txn.store import TxnState, TxnStore, open_store
+
+__all__ = ["AcidSink", "SinkOptions", "committed_offsets"]
+
+log = logging.getLogger(__name__)
+
+META_PREFIX = "_meta.acidstream.sink."
+AGENT_PREFIX = "acidstream-sink:"
+CRASH_ENV = "ACIDSTREAM_CRASH_AT"
+CRASH_POINTS = ("after_open", "during_heartbeat", "after_files", "after_commit")
+FILE_SCHEMA = (
+    "partition string, path string, bucket int, stmt int, rows long, bad long, "
+    "offsets string, dead_letter string"
+)
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """What the sink parses and how it writes. Parsed once; picklable (sent to executors).
+
+    Attributes:
+        format: ``json``, ``delimited`` or ``regex``: how the value column is parsed.
+        value_column: the column holding each record (``value`` for Kafka).
+        delimiter: field delimiter for ``delimited``.
+        regex: the regular expression for ``regex``.
+        sink_id: names the stream in the table's parameters (exactly-once key); must be
+            stable across restarts. Default: ``default``.
+        dead_letter_path: directory for bad records (one JSON-lines file per task); without
+            it a bad record fails the batch unless ``skip_bad_records``.
+        skip_bad_records: count bad records and go on (they are still reported in the log).
+        txn_timeout_s: the metastore's txn timeout; heartbeats go every half of it.
+        orc: ORC writer settings.
+    """
+
+    format: str = "json"
+    value_column: str = "value"
+    delimiter: str = ","
+    regex: str | None = None
+    sink_id: str = "default"
+    dead_letter_path: str | None = None
+    skip_bad_records: bool = False
+    txn_timeout_s: float = 300.0
+    orc: OrcWriterOptions = field(default_factory=OrcWriterOptions)
+
+    def __post_init__(self) -> None:
+        if self.format not in ("json", "delimited", "regex"):
+            raise ConfigError(f"format must be json, delimited or regex, got {self.format!r}")
+        if self.format == "regex" and not self.regex:
+            raise ConfigError("format regex needs the regex option")
+        if not self.sink_id or not all(c.isalnum() or c in "_-." for c in self.sink_id):
+            raise ConfigError(
+                f"sink_id must be letters, digits, '_', '-' or '.', got {self.sink_id!r}"
+            )
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
+        """Parse Spark-style string options (``format``, ``sink.id``, ``deadLetterPath``...)."""
+        known = {
+            "format": "format", "valuecolumn": "value_column", "delimiter": "delimiter",
+            "regex": "regex", "sink.id": "sink_id", "sinkid": "sink_id",
+            "deadletterpath": "dead_letter_path", "skipbadrecords": "skip_bad_records",
+            "txntimeout": "txn_timeout_s",
+        }  # fmt: skip
+        kw: dict[str, Any] = {}
+        for k, v in options.items():
+            name = known.get(k.lower())
+            if name is None:
+                raise ConfigError(f"unknown sink option {k!r} (known: {sorted(set(known))})")
+            if name == "skip_bad_records":
+                kw[name] = str(v).lower() in ("1", "true", "yes")
+            elif name == "txn_timeout_s":
+                try:
+                    kw[name] = float(v)
+                except ValueError as e:
+                    raise ConfigError(f"sink option {k!r} must be a number, got {v!r}") from e
+            else:
+                kw[name] = v
+        return cls(**kw)
+
+    @property
+    def meta_key(self) -> str:
+        return META_PREFIX + self.sink_id
+
+
+@dataclass(frozen=True)
+class _TaskPlan:
+    """Everything an executor task needs to write its files (pickled to executors)."""
+
+    location: str
+    columns: tuple[tuple[str, str], ...]
+    partition_keys: tuple[str, ...]
+    bucket_cols: tuple[str, ...]
+    num_buckets: int
+    bucketing_version: int
+    write_id: int
+    options: SinkOptions
+    has_offsets: bool
+
+
+def _record_writer(opts: SinkOptions) -> Any:
+    from ingest.record_writers import (
+        StrictDelimitedInputWriter,
+        StrictJsonWriter,
+        StrictRegexWriter,
+    )
+
+    if opts.format == "json":
+        return StrictJsonWriter()
+    if opts.format == "delimited":
+        return StrictDelimitedInputWriter(field_delimiter=opts.delimiter)
+    return StrictRegexWriter(regex=opts.regex or "")
+
+
+def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
+    """Executor side: parse this task's records and write its ACID files.
+
+    Runs inside ``mapInArrow`` on an executor; yields one Arrow record batch of file
+    metadata (``FILE_SCHEMA``). The statement id is the Spark partition id, so two tasks
+    never write the same ROW__ID (and never the same directory).
+    """
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    from acid.bucket_hash import bucket_number
+
+    ctx = TaskContext.get()
+    stmt = ctx.partitionId() if ctx is not None else 0
+    if stmt >= 4096:
+        raise ConfigError("more than 4096 tasks in one micro-batch: repartition to fewer")
+    schema = TableSchema.of(list(plan.columns))
+    bound = _record_writer(plan.options).bind(schema, partition_columns=plan.partition_keys)
+    storage, root = Storage.for_path(plan.location)
+    names = list(schema.names)
+    bidx = [names.index(c) for c in plan.bucket_cols]
+    btypes = [schema.columns[i][1] for i in bidx]
+    buffers: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+    offsets: dict[str, dict[str, int]] = {}
+    bad = 0
+    dead: list[str] = []
+    for batch in batches:
+        values = batch.column(plan.options.value_column).to_pylist()
+        if plan.has_offsets:
+            topics = batch.column("topic").to_pylist()
+            parts = batch.column("partition").to_pylist()
+            offs = batch.column("offset").to_pylist()
+            for t, p, o in zip(topics, parts, offs, strict=True):
+                tp = offsets.setdefault(t, {})
+                if o + 1 > tp.get(str(p), -1):
+                    tp[str(p)] = o + 1  # the next offset to read, as Spark records it
+        for v in values:
+            if v is None:
+                continue
+            rec = v if isinstance(v, bytes) else str(v).encode()
+            try:
+                row, pvals = bound.encode(rec)
+            except SerializationError as e:
+                bad += 1
+                if plan.options.dead_letter_path or plan.options.skip_bad_records:
+                    dead.append(
+                        json.dumps({"reason": str(e), "record": rec.decode("utf-8", "replace")})
+                    )
+                    continue
+                raise SerializationError(
+                    f"bad record in micro-batch (no dead letter configured): {e}"
+                ) from e
+            part = (
+                make_partition_name(plan.partition_keys, list(pvals)) if plan.partition_keys else ""
+            )
+            bucket = (
+                bucket_number([row[i] for i in bidx], btypes, plan.num_buckets,
+                              bucketing_version=plan.bucketing_version)
+                if bidx else 0
+            )  # fmt: skip
+            buffers.setdefault((part, bucket), []).append(row)
+    out_rows: list[dict[str, Any]] = []
+    dl_path = ""
+    if dead and plan.options.dead_letter_path:
+        dstore, droot = Storage.for_path(plan.options.dead_letter_path)
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        dl_path = dstore.join(droot, f"write_{plan.write_id:07d}_task_{stmt:04d}_{attempt}.jsonl")
+        dstore.makedirs(droot)
+        with dstore.create(dl_path, overwrite=True) as f:
+            f.write(("\n".join(dead) + "\n").encode())
+    d = layout.delta_dir_name(plan.write_id, plan.write_id, statement_id=stmt)
+    for (part, bucket), rows in sorted(buffers.items()):
+        base = storage.join(root, part) if part else root
+        path = storage.join(base, d, layout.bucket_file_name(bucket))
+        # A file left by an earlier, failed attempt of this task: that attempt is dead
+        # (Spark retries only after a failure; speculation is refused by the driver).
+        storage.delete(path)
+        with AcidFileWriter(
+            storage, path, schema, kind="insert", bucket_id=bucket, statement_id=stmt,
+            options=plan.options.orc, engine="arrow",
+        ) as w:  # fmt: skip
+            w.insert(plan.write_id, rows)
+        out_rows.append({"partition": part, "path": path, "bucket": bucket, "stmt": stmt,
+                         "rows": len(rows), "bad": 0, "offsets": "", "dead_letter": ""})  # fmt: skip
+    # One extra row carries the task's offsets and bad-record count even without files.
+    out_rows.append({"partition": "", "path": "", "bucket": -1, "stmt": stmt, "rows": 0, "bad": bad,
+                     "offsets": json.dumps(offsets), "dead_letter": dl_path})  # fmt: skip
+    yield pa.RecordBatch.from_pylist(out_rows, schema=_file_arrow_schema())
+
+
+def _file_arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [("partition", pa.string()), ("path", pa.string()), ("bucket", pa.int32()), ("stmt", pa.int32()),
+         ("rows", pa.int64()), ("bad", pa.int64()), ("offsets", pa.string()), ("dead_letter", pa.string())]
+    )  # fmt: skip
+
+
+def _crash_point(step: str) -> None:
+    """Crash injection for recovery tests: SIGKILL this driver at a named step."""
+    if os.environ.get(CRASH_ENV) == step:
+        log.warning("crash injection: killing the driver at %s", step)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _merge_offsets(
+    old: Mapping[str, Mapping[str, int]], new: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
+    out = {t: dict(p) for t, p in old.items()}
+    for t, parts in new.items():
+        tp = out.setdefault(t, {})
+        for p, o in parts.items():
+            tp[p] = max(o, tp.get(p, -1))
+    return out
+
+
+def committed_offsets(
+    table: str,
+    *,
+    sink_id: str = "default",
+    metastore: str | None = None,
+    warehouse: str | None = None,
+) -> dict[str, Any] | None:
+    """What the sink last committed for ``sink_id``: ``{"batch_id", "offsets", ...}`` or None.
+
+    With a lost Spark checkpoint, ``offsets`` (next offsets to read per topic and partition)
+    is the ``startingOffsets`` JSON to restart from (see ``docs/sink.md``).
+    """
+    cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
+    store = open_store(cfg.metastore_url, warehouse=cfg.warehouse)
+    try:
+        db, _, name = table.lower().rpartition(".")
+        raw = store.get_table_param(db or "default", name, META_PREFIX + sink_id)
+    finally:
+        store.close()
+    return None if raw is None else json.loads(raw)
+
+
+class AcidSink:
+    """The ``foreachBatch`` function: ``query.writeStream.foreachBatch(AcidSink(...))``.
+
+    Runs on the driver (Spark calls it once per micro-batch with ``(batch_df, batch_id)``);
+    the per-task writer it ships to executors is a module-level function over a frozen,
+    picklable plan.
+
+    Args:
+        table: ``db.table`` (a full-ACID table in the metastore).
+        metastore / warehouse: as for the CLI (arguments > environment > defaults).
+        options: parsing and writing options (``SinkOptions``).
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        metastore: str | None = None,
+        warehouse: str | None = None,
+        options: SinkOptions | None = None,
+    ) -> None:
+        self.options = options or SinkOptions()
+        self.config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
+        db, _, name = table.lower().rpartition(".")
+        self.db, self.table_name = db or "default", name
+        self.agent = f"{AGENT_PREFIX}{self.db}.{self.table_name}:{self.options.sink_id}"
+        self._store: TxnStore | None = None
+        self._table: TableDef | None = None
+        self.batches_committed = 0
+        self.batches_skipped = 0
+        self.last_batch_stats: dict[str, Any] = {}
+
+    # --------------------------------------------------------------- driver setup
+    def _open(self) -> tuple[TxnStore, TableDef]:
+        if self._store is None or self._table is None:
+            store = open_store(self.config.metastore_url, warehouse=self.config.warehouse)
+            try:
+                t = store.get_table(self.db, self.table_name)
+                if not t.is_transactional or t.is_insert_only:
+                    raise ConfigError(f"{t.full_name} is not a full-ACID table")
+                if not t.location:
+                    raise ConfigError(f"{t.full_name} has no location")
+                self._store, self._table = store, t
+                self.recover()
+            except BaseException:
+                store.close()
+                self._store = self._table = None
+                raise
+        return self._store, self._table
+
+    def recover(self) -> list[int]:
+        """Abort this sink's txns left open by a dead driver and delete their files.
+
+        Safe because one sink id has one driver at a time (its Spark checkpoint): any open
+        txn of ours found at start-up belongs to a run that is gone. Returns their ids.
+        """
+        store, table = self._store, self._table
+        assert store is not None and table is not None
+        stale = [
+            t for t in store.show_txns() if t.state == TxnState.OPEN and t.agent_info == self.agent
+        ]
+        for info in stale:
+            wid = store.write_id_for_txn(info.txn_id, self.db, self.table_name)
+            store.abort_txn(
+                info.txn_id, reason="stale sink txn of a dead driver (recovered at restart)"
+            )
+            if wid is not None:
+                self._delete_write(wid)
+            log.warning("recovered: aborted stale txn %s (write id %s)", info.txn_id, wid)
+        return [t.txn_id for t in stale]
+
+    def _delete_write(self, write_id: int) -> None:
+        """Delete every delta directory of one (aborted) write id, in every partition."""
+        assert self._table is not None and self._table.location is not None
+        storage, root = Storage.for_path(self._table.location)
+        prefix = layout.delta_dir_name(write_id, write_id) + "_"
+        dirs = [root]
+        if self._table.partition_keys:
+            dirs = []
+            stack = [(root, 0)]
+            while stack:
+                d, depth = stack.pop()
+                if depth == len(self._table.partition_keys):
+                    dirs.append(d)
+                    continue
+                if storage.exists(d):
+                    stack.extend(
+                        (e.path, depth + 1)
+                        for e in storage.list_dir(d)
+                        if e.is_dir and "=" in e.name
+                    )
+        for d in dirs:
+            if not storage.exists(d):
+                continue
+            for e in storage.list_dir(d):
+                if e.is_dir and e.name.startswith(prefix):
+                    storage.delete(e.path, recursive=True)
+
+    def _last_committed(self, store: TxnStore) -> dict[str, Any] | None:
+        raw = store.get_table_param(self.db, self.table_name, self.options.meta_key)
+        return None if raw is None else json.loads(raw)
+
+    # --------------------------------------------------------------- per batch
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        """Driver side: write one micro-batch as one transaction, exactly once."""
+        t0 = time.monotonic()
+        spark = batch_df.sparkSession
+        if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
+            raise ConfigError("AcidSink needs spark.speculation=false (a file per task attempt)")
+        store, table = self._open()
+        last = self._last_committed(store)
+        if last is not None and int(last["batch_id"]) >= batch_id:
+            self.batches_skipped += 1
+            log.info("batch %s already committed (last %s): skipped", batch_id, last["batch_id"])
+            return
+        if self.options.value_column not in batch_df.columns:
+            raise ConfigError(f"the micro-batch has no column {self.options.value_column!r}")
+        from ingest.heartbeat import Heartbeater
+
+        txn = store.open_txns(1, user=os.environ.get("USER", "spark"), host=socket.gethostname(),
+                              agent_info=self.agent)[0]  # fmt: skip
+        committed = False
+        hb: Heartbeater | None = None
+        try:
+            write_id = store.allocate_write_ids([txn], self.db, self.table_name)[txn]
+            req = LockRequest(
+                components=(LockComponent(LockType.SHARED_READ, self.db, self.table_name, None,
+                                          operation=DataOperationType.INSERT,
+                                          is_dynamic_partition_write=bool(table.partition_keys)),),
+                txn_id=txn, agent_info=self.agent,
+            )  # fmt: skip
+            if store.lock(req, wait_s=60).state != LockState.ACQUIRED:
+                raise TransactionError(f"Unable to acquire lock on {table.full_name} for txn {txn}")
+            _crash_point("after_open")
+            lost: list[frozenset[int]] = []
+            hb = Heartbeater(open_store(store.url), interval_s=self.options.txn_timeout_s / 2,
+                             txn_range=lambda: (txn, txn), on_lost=lost.append)  # fmt: skip
+            hb.start()
+            _crash_point("during_heartbeat")
+            plan = _TaskPlan(
+                location=table.location or "",
+                columns=table.columns,
+                partition_keys=table.partition_names,
+                bucket_cols=table.bucket_cols,
+                num_buckets=table.num_buckets,
+                bucketing_version=table.bucketing_version,
+                write_id=write_id,
+                options=self.options,
+                has_offsets={"topic", "partition", "offset"} <= set(batch_df.columns),
+            )
+            cols = [self.options.value_column] + (
+                ["topic", "partition", "offset"] if plan.has_offsets else []
+            )
+            files = (
+                batch_df.select(*cols)
+                .mapInArrow(lambda it, plan=plan: _write_task(plan, it), FILE_SCHEMA)
+                .collect()
+            )
+            _crash_point("after_files")
+            if lost:
+                raise TransactionError(
+                    f"txn {txn} was aborted while the batch ran (heartbeat lost)"
+                )
+            rows = sum(int(f["rows"]) for f in files)
+            bad = sum(int(f["bad"]) for f in files)
+            offsets: dict[str, dict[str, int]] = dict((last or {}).get("offsets") or {})
+            for f in files:
+                if f["offsets"]:
+                    offsets = _merge_offsets(offsets, json.loads(f["offsets"]))
+            parts = sorted({f["partition"] for f in files if f["path"] and f["partition"]})
+            if parts:
+                for p in parts:
+                    store.add_partition(self.db, self.table_name, _values(p, table.partition_names))
+                store.add_dynamic_partitions(txn, write_id, self.db, self.table_name, parts,
+                                             DataOperationType.INSERT)  # fmt: skip
+            value = json.dumps({"sink_id": self.options.sink_id, "batch_id": batch_id, "offsets": offsets,
+                                "write_id": write_id, "txn_id": txn, "rows": rows, "bad_records": bad})  # fmt: skip
+            store.commit_txn(
+                txn, key=self.options.meta_key, value=value, db=self.db, table=self.table_name
+            )
+            committed = True
+            _crash_point("after_commit")
+            self.batches_committed += 1
+            self.last_batch_stats = {"batch_id": batch_id, "txn_id": txn, "write_id": write_id, "rows": rows,
+                                     "bad_records": bad, "files": sum(1 for f in files if f["path"]),
+                                     "partitions": parts, "seconds": time.monotonic() - t0}  # fmt: skip
+            log.info("batch %s: %s rows in write id %s (%s bad)", batch_id, rows, write_id, bad)
+        except BaseException:
+            if not committed:
+                self._abort(txn, store)
+            raise
+        finally:
+            if hb is not None:
+                hb.stop()
+
+    def _abort(self, txn: int, store: TxnStore) -> None:
+        try:
+            wid = store.write_id_for_txn(txn, self.db, self.table_name)
+            store.abort_txn(txn, reason="micro-batch failed before commit")
+            if wid is not None:
+                self._delete_write(wid)
+        except (AcidStreamError, OSError) as e:
+            log.error("could not abort txn %s after a failed batch: %s (the reaper will)", txn, e)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark may pickle the sink with the query; the store connection stays behind.
+        state = dict(self.__dict__)
+        state["_store"] = None
+        state["_table"] = None
+        return state
+
+
+def _values(part_name: str, keys: tuple[str, ...]) -> list[str | None]:
+    from txn.catalog import DEFAULT_PARTITION_NAME, unescape_path_name
+
+    kv = dict(p.split("=", 1) for p in part_name.split("/"))
+    return [None if kv[k] == DEFAULT_PARTITION_NAME else unescape_path_name(kv[k]) for k in keys]
