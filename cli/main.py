@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "cli.acid_cmds",
     "cli.txn_cmds",
     "cli.ingest_cmds",
+    "cli.sink_cmds",
 )
 
 

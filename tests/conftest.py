@@ -9,6 +9,7 @@ import pytest
 pytest_plugins = [
     "tests.plugins.spark_fixture",
     "tests.plugins.store_fixture",
+    "tests.plugins.kafka_fixture",
 ]
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"

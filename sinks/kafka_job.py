@@ -1,0 +1,203 @@
+"""The Kafka-to-table job: Spark Structured Streaming from Kafka into a Hive ACID table.
+
+Driver side only: builds (or takes) the SparkSession, makes sure the table exists,
+reads Kafka with acidstream's Python Kafka source (``acidkafka``; Spark's built-in
+``kafka`` format works the same where the JVM connector exists), writes with
+``AcidSink`` and runs with an ``availableNow`` or processing-time trigger. With the
+embedded defaults it also starts a local broker (see ``examples/kafka_to_table.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from acid.errors import ConfigError, TableNotFoundError
+from acid.schema import TableSchema
+from sinks.config import KafkaJobConfig
+from sinks.foreach_batch import AcidSink, committed_offsets
+from txn.catalog import TableDef
+from txn.config import StoreConfig
+
+__all__ = ["JobResult", "ensure_table", "run_kafka_job", "spark_session"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What one run of the job did."""
+
+    batches_committed: int
+    batches_skipped: int
+    rows: int
+    seconds: float
+    started_from: str
+
+
+def spark_session(config: KafkaJobConfig) -> Any:
+    """A SparkSession for the job (driver). Python workers use this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    b = (
+        SparkSession.builder.master(config.spark_master)
+        .appName(f"acidstream-{config.sink.sink_id}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.speculation", "false")
+    )
+    for k, v in config.spark_conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def ensure_table(config: KafkaJobConfig) -> TableDef:
+    """The job's table, created from the config when missing and allowed."""
+    cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
+    store = cfg.open()
+    try:
+        db, _, name = config.table.name.lower().rpartition(".")
+        db = db or "default"
+        try:
+            return store.get_table(db, name)
+        except TableNotFoundError:
+            if not config.table.create_if_missing:
+                raise
+        cols = TableSchema.parse(config.table.columns)
+        parts = (
+            TableSchema.parse(config.table.partitioned_by).columns
+            if config.table.partitioned_by
+            else ()
+        )
+        bucket_cols: tuple[str, ...] = ()
+        num_buckets = -1
+        if config.table.buckets:
+            col, _, n = config.table.buckets.partition(":")
+            if not n.isdigit():
+                raise ConfigError(
+                    f"table.buckets must be 'column:count', got {config.table.buckets!r}"
+                )
+            bucket_cols, num_buckets = (col.strip().lower(),), int(n)
+        if db != "default":
+            try:
+                store.get_database(db)
+            except TableNotFoundError:
+                store.create_database(db)
+        return store.create_table(
+            TableDef(
+                db=db,
+                name=name,
+                columns=tuple((n, str(t)) for n, t in cols.columns),
+                partition_keys=tuple((n, str(t)) for n, t in parts),
+                bucket_cols=bucket_cols,
+                num_buckets=num_buckets,
+                parameters={"transactional": "true"},
+            ),
+            if_not_exists=True,
+        )
+    finally:
+        store.close()
+
+
+def _starting_offsets(config: KafkaJobConfig) -> tuple[str, str]:
+    """``startingOffsets`` for the source, and where it came from.
+
+    The Spark checkpoint wins when it exists. Without it, and with
+    ``recover_offsets_from_table``, the offsets the table recorded at its last commit.
+    """
+    if os.path.isdir(os.path.join(config.checkpoint, "offsets")):
+        return config.kafka.starting_offsets, "checkpoint"
+    if config.recover_offsets_from_table:
+        meta = committed_offsets(
+            config.table.name, sink_id=config.sink.sink_id, metastore=config.metastore,
+            warehouse=config.warehouse,
+        )  # fmt: skip
+        offsets = (meta or {}).get("offsets") or {}
+        mine = offsets.get(config.kafka.topic)
+        if mine:
+            return json.dumps({config.kafka.topic: {p: int(o) for p, o in mine.items()}}), "table"
+    return config.kafka.starting_offsets, "config"
+
+
+def run_kafka_job(
+    config: KafkaJobConfig,
+    *,
+    bootstrap: str | None = None,
+    spark: Any = None,
+    timeout_s: float | None = None,
+) -> JobResult:
+    """Run the job until the trigger ends it (``availableNow``) or ``timeout_s`` passes.
+
+    Args:
+        config: the job configuration.
+        bootstrap: Kafka bootstrap servers, overriding the config (an embedded broker's).
+        spark: an existing SparkSession (driver); one is built from the config otherwise.
+        timeout_s: stop a processing-time query after this long (``None``: run until killed).
+    """
+    servers = bootstrap or config.kafka.bootstrap_servers
+    if servers == "embedded":
+        raise ConfigError(
+            "kafka.bootstrap_servers is 'embedded': start the broker first (examples/kafka_to_table.py)"
+        )
+    ensure_table(config)
+    spark = spark or spark_session(config)
+    from ingest.kafka_source import KafkaSource
+
+    spark.dataSource.register(KafkaSource)
+    start, origin = _starting_offsets(config)
+    reader = (
+        spark.readStream.format("acidkafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", config.kafka.topic)
+        .option("startingOffsets", start)
+        .option("failOnDataLoss", str(config.kafka.fail_on_data_loss).lower())
+    )
+    if config.kafka.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
+    sink = AcidSink(table=config.table.name, metastore=config.metastore, warehouse=config.warehouse,
+                    options=config.sink)  # fmt: skip
+    rows = 0
+
+    def batch(df: Any, batch_id: int) -> None:
+        nonlocal rows
+        sink(df, batch_id)
+        if sink.last_batch_stats.get("batch_id") == batch_id:
+            st = sink.last_batch_stats
+            rows += int(st["rows"])
+            print(f"batch {batch_id}: {st['rows']:,} rows, write id {st['write_id']}, {st['files']} files, "
+                  f"{st['bad_records']} bad, {st['seconds']:.2f}s", flush=True)  # fmt: skip
+
+    writer = (
+        reader.load()
+        .writeStream.foreachBatch(batch)
+        .option("checkpointLocation", config.checkpoint)
+    )
+    writer = (writer.trigger(availableNow=True) if config.trigger.available_now
+              else writer.trigger(processingTime=config.trigger.processing_time))  # fmt: skip
+    t0 = time.monotonic()
+    query = writer.start()
+    try:
+        if timeout_s is None:
+            query.awaitTermination()
+        else:
+            query.awaitTermination(timeout_s)
+            if query.isActive:
+                query.processAllAvailable()
+    finally:
+        if query.isActive:
+            query.stop()
+        sink.close()
+    if query.exception() is not None:
+        raise RuntimeError(f"streaming query failed: {query.exception()}")
+    return JobResult(
+        sink.batches_committed, sink.batches_skipped, rows, time.monotonic() - t0, origin
+    )
