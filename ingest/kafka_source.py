@@ -46,7 +46,15 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 from tenacity import (
     RetryError,
     Retrying,
@@ -79,6 +87,23 @@ SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int"
 )
+
+
+def _schema() -> StructType:
+    # Built by hand: StructType.fromDDL needs a live SparkContext, which the
+    # Python workers running this code do not have.
+    return StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("timestampType", IntegerType()),
+        ]
+    )
+
 
 # Option keys (as Spark spells them) and their defaults. Matching is
 # case-insensitive, as Spark's is for source options.
@@ -225,7 +250,9 @@ def parse_partition_offsets(text: str, *, key: str = "offsets") -> Offsets:
             if not str(p).isdigit() or isinstance(off, bool) or not isinstance(off, int):
                 raise ConfigError(f"{key}: bad entry {topic}/{p}={off!r}")
             if off < EARLIEST:
-                raise ConfigError(f"{key}: offset {off} for {topic}/{p} (use -2 earliest, -1 latest)")
+                raise ConfigError(
+                    f"{key}: offset {off} for {topic}/{p} (use -2 earliest, -1 latest)"
+                )
             out[topic][str(int(p))] = off
     return out
 
@@ -450,11 +477,15 @@ def _positive_int(key: str, value: str) -> int:
 
 
 def _is_retriable(e: BaseException) -> bool:
-    from kafka.errors import KafkaError, NoBrokersAvailable
+    from kafka import errors
 
-    if isinstance(e, NoBrokersAvailable | ConnectionError | TimeoutError):
+    if isinstance(e, ConnectionError | TimeoutError):
         return True
-    return isinstance(e, KafkaError) and bool(getattr(e, "retriable", False))
+    # kafka-python 2 has NoBrokersAvailable; 3 raises KafkaTimeoutError instead.
+    no_brokers = getattr(errors, "NoBrokersAvailable", None)
+    if no_brokers is not None and isinstance(e, no_brokers):
+        return True
+    return isinstance(e, errors.KafkaError) and bool(getattr(e, "retriable", False))
 
 
 def _retrying(opts: KafkaSourceOptions, what: str, fn: Any) -> Any:
@@ -465,7 +496,10 @@ def _retrying(opts: KafkaSourceOptions, what: str, fn: Any) -> Any:
     """
     retrying = Retrying(
         stop=stop_after_attempt(opts.num_retries),
-        wait=wait_exponential_jitter(initial=opts.retry_interval_ms / 1000, max=2.0),
+        # Jitter proportional to the interval (tenacity's default is a flat 1 s).
+        wait=wait_exponential_jitter(
+            multiplier=opts.retry_interval_ms / 1000, jitter=opts.retry_interval_ms / 1000, max=2.0
+        ),
         retry=retry_if_exception(_is_retriable),
         reraise=True,
     )
@@ -618,7 +652,9 @@ def _high_watermarks(consumer: Any, listed: Mapping[_TP, int]) -> dict[_TP, int]
 
             raise KafkaTimeoutError("no fetch response carried a high watermark")
         consumer.poll(timeout_ms=50, max_records=1)
-    out = {(tp.topic, tp.partition): max(off, int(consumer.highwater(tp))) for tp, off in parts.items()}
+    out = {
+        (tp.topic, tp.partition): max(off, int(consumer.highwater(tp))) for tp, off in parts.items()
+    }
     consumer.assign([])
     return out
 
@@ -684,14 +720,14 @@ class KafkaSource(DataSource):
         """Short name for ``format()``: ``"acidkafka"``."""
         return SHORT_NAME
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         """Spark's Kafka schema; parsing here makes bad options fail at ``load()``."""
         KafkaSourceOptions.parse(self.options)
-        return SCHEMA_DDL
+        return _schema()
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         """Build the stream reader (in a Python worker for the driver or the planner)."""
-        expected = StructType.fromDDL(SCHEMA_DDL)
+        expected = _schema()
         if [(f.name, f.dataType) for f in schema.fields] != [
             (f.name, f.dataType) for f in expected.fields
         ]:

@@ -301,6 +301,9 @@ class AcidSink:
         table: ``db.table`` (a full-ACID table in the metastore).
         metastore / warehouse: as for the CLI (arguments > environment > defaults).
         options: parsing and writing options (``SinkOptions``).
+        lineage: identifies the Spark checkpoint the batch ids belong to. Batch ids restart
+            at 0 with a new checkpoint, so a batch id is a replay only within the same
+            lineage (``run_kafka_job`` keeps one per checkpoint directory).
     """
 
     def __init__(
@@ -310,8 +313,10 @@ class AcidSink:
         metastore: str | None = None,
         warehouse: str | None = None,
         options: SinkOptions | None = None,
+        lineage: str | None = None,
     ) -> None:
         self.options = options or SinkOptions()
+        self.lineage = lineage
         self.config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
         db, _, name = table.lower().rpartition(".")
         self.db, self.table_name = db or "default", name
@@ -332,6 +337,10 @@ class AcidSink:
                     raise ConfigError(f"{t.full_name} is not a full-ACID table")
                 if not t.location:
                     raise ConfigError(f"{t.full_name} has no location")
+                # Hive's metastore creates the table directory with the table; a reader of an
+                # empty table must find it.
+                storage, loc = Storage.for_path(t.location)
+                storage.makedirs(loc)
                 self._store, self._table = store, t
                 self.recover()
             except BaseException:
@@ -401,7 +410,11 @@ class AcidSink:
             raise ConfigError("AcidSink needs spark.speculation=false (a file per task attempt)")
         store, table = self._open()
         last = self._last_committed(store)
-        if last is not None and int(last["batch_id"]) >= batch_id:
+        if (
+            last is not None
+            and last.get("lineage") == self.lineage
+            and int(last["batch_id"]) >= batch_id
+        ):
             self.batches_skipped += 1
             log.info("batch %s already committed (last %s): skipped", batch_id, last["batch_id"])
             return
@@ -465,7 +478,7 @@ class AcidSink:
                     store.add_partition(self.db, self.table_name, _values(p, table.partition_names))
                 store.add_dynamic_partitions(txn, write_id, self.db, self.table_name, parts,
                                              DataOperationType.INSERT)  # fmt: skip
-            value = json.dumps({"sink_id": self.options.sink_id, "batch_id": batch_id, "offsets": offsets,
+            value = json.dumps({"sink_id": self.options.sink_id, "lineage": self.lineage, "batch_id": batch_id, "offsets": offsets,
                                 "write_id": write_id, "txn_id": txn, "rows": rows, "bad_records": bad})  # fmt: skip
             store.commit_txn(
                 txn, key=self.options.meta_key, value=value, db=self.db, table=self.table_name

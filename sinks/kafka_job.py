@@ -128,6 +128,22 @@ def _starting_offsets(config: KafkaJobConfig) -> tuple[str, str]:
     return config.kafka.starting_offsets, "config"
 
 
+def _lineage(checkpoint: str) -> str:
+    """The id of this checkpoint directory's lineage of batch ids (created on first use)."""
+    import uuid
+
+    path = os.path.join(checkpoint, "acidstream_lineage")
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        os.makedirs(checkpoint, exist_ok=True)
+        value = uuid.uuid4().hex
+        with open(path, "w") as f:
+            f.write(value)
+        return value
+
+
 def run_kafka_job(
     config: KafkaJobConfig,
     *,
@@ -164,7 +180,7 @@ def run_kafka_job(
     if config.kafka.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
     sink = AcidSink(table=config.table.name, metastore=config.metastore, warehouse=config.warehouse,
-                    options=config.sink)  # fmt: skip
+                    options=config.sink, lineage=_lineage(config.checkpoint))  # fmt: skip
     rows = 0
 
     def batch(df: Any, batch_id: int) -> None:

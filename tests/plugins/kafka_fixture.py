@@ -34,7 +34,12 @@ class KafkaTestBroker:
         self.broker.create_topic(name, partitions)
 
     def delete_topic(self, name: str) -> None:
-        """Delete a topic."""
+        """Delete a topic.
+
+        The shared producer is closed first: its metadata refreshes would
+        otherwise auto-create the topic again before the test re-creates it.
+        """
+        self.close()
         self.broker.delete_topic(name)
 
     def produce(
