@@ -17,7 +17,7 @@ services:
 	bash .ci/services.sh
 
 demo: setup
-	$(PY) examples/demo.py
+	$(PY) examples/kafka_to_table.py
 
 lint: setup
 	$(PY) -m ruff check .

@@ -960,17 +960,19 @@ def _read_range(
                 if position < part.end:
                     consumer.seek(tp, position)
                 continue
-            for rec in batch.get(tp, ()):
-                if rec.offset >= part.end:
-                    break
-                if rec.offset < position:
-                    continue  # a batch fetched from its base offset; already read
-                cols[0].append(rec.key)
-                cols[1].append(rec.value)
-                cols[2].append(rec.offset)
-                cols[3].append(rec.timestamp * 1000)
-                ttypes.append(rec.timestamp_type)
-                position = rec.offset + 1
+            recs = batch.get(tp)
+            if recs and (recs[0].offset < position or recs[-1].offset >= part.end):
+                # Outside [position, end): the head of a batch fetched from its
+                # base offset, or records past the range's end.
+                recs = [r for r in recs if position <= r.offset < part.end]
+            if recs:
+                # Column-wise comprehensions: this loop is the source's hot path.
+                cols[0].extend([r.key for r in recs])
+                cols[1].extend([r.value for r in recs])
+                cols[2].extend([r.offset for r in recs])
+                cols[3].extend([r.timestamp * 1000 for r in recs])
+                ttypes.extend([r.timestamp_type for r in recs])
+                position = recs[-1].offset + 1
             # The consumer's position also moves over control records and
             # compacted gaps, which never show up as records.
             position = max(position, int(consumer.position(tp)))

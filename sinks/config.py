@@ -28,6 +28,7 @@ class KafkaSettings:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
+    end_offsets_from: str | None = None  # the source's endOffsetsFrom (fetch: for Tansu)
 
     @property
     def embedded(self) -> bool:

@@ -177,6 +177,8 @@ def run_kafka_job(
         .option("startingOffsets", start)
         .option("failOnDataLoss", str(config.kafka.fail_on_data_loss).lower())
     )
+    if config.kafka.end_offsets_from:
+        reader = reader.option("endOffsetsFrom", config.kafka.end_offsets_from)
     if config.kafka.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
     sink = AcidSink(table=config.table.name, metastore=config.metastore, warehouse=config.warehouse,
