@@ -175,15 +175,20 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
     btypes = [schema.columns[i][1] for i in bidx]
     buffers: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
     offsets: dict[str, dict[str, int]] = {}
+    part_names: dict[tuple[str | None, ...], str] = {}
     bad = 0
     dead: list[str] = []
     for batch in batches:
         values = batch.column(plan.options.value_column).to_pylist()
-        if plan.has_offsets:
-            topics = batch.column("topic").to_pylist()
-            parts = batch.column("partition").to_pylist()
-            offs = batch.column("offset").to_pylist()
-            for t, p, o in zip(topics, parts, offs, strict=True):
+        if plan.has_offsets and batch.num_rows:
+            # Vectorized: the max offset per topic-partition of this Arrow batch.
+            agg = (
+                pa.Table.from_batches([batch.select(["topic", "partition", "offset"])])
+                .group_by(["topic", "partition"])
+                .aggregate([("offset", "max")])
+            )
+            cols = (agg.column(c).to_pylist() for c in ("topic", "partition", "offset_max"))
+            for t, p, o in zip(*cols, strict=True):
                 tp = offsets.setdefault(t, {})
                 if o + 1 > tp.get(str(p), -1):
                     tp[str(p)] = o + 1  # the next offset to read, as Spark records it
@@ -203,9 +208,11 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
                 raise SerializationError(
                     f"bad record in micro-batch (no dead letter configured): {e}"
                 ) from e
-            part = (
-                make_partition_name(plan.partition_keys, list(pvals)) if plan.partition_keys else ""
-            )
+            part = ""
+            if plan.partition_keys:
+                part = part_names.get(pvals, "")
+                if not part:
+                    part = part_names[pvals] = make_partition_name(plan.partition_keys, list(pvals))
             bucket = (
                 bucket_number([row[i] for i in bidx], btypes, plan.num_buckets,
                               bucketing_version=plan.bucketing_version)
