@@ -59,7 +59,8 @@ class SinkOptions:
     """What the sink parses and how it writes. Parsed once; picklable (sent to executors).
 
     Attributes:
-        format: ``json``, ``delimited`` or ``regex``: how the value column is parsed.
+        format: ``json``, ``delimited``, ``regex`` or ``raw`` (the whole value into the
+            table's single string or binary column): how the value column is parsed.
         value_column: the column holding each record (``value`` for Kafka).
         delimiter: field delimiter for ``delimited``.
         regex: the regular expression for ``regex``.
@@ -83,8 +84,8 @@ class SinkOptions:
     orc: OrcWriterOptions = field(default_factory=OrcWriterOptions)
 
     def __post_init__(self) -> None:
-        if self.format not in ("json", "delimited", "regex"):
-            raise ConfigError(f"format must be json, delimited or regex, got {self.format!r}")
+        if self.format not in ("json", "delimited", "regex", "raw"):
+            raise ConfigError(f"format must be json, delimited, regex or raw, got {self.format!r}")
         if self.format == "regex" and not self.regex:
             raise ConfigError("format regex needs the regex option")
         if not self.sink_id or not all(c.isalnum() or c in "_-." for c in self.sink_id):
@@ -137,6 +138,35 @@ class _TaskPlan:
     has_offsets: bool
 
 
+@dataclass(frozen=True)
+class _RawValue:
+    """The ``raw`` format: the record itself is the table's one string or binary column."""
+
+    as_text: bool
+
+    def encode(self, record: bytes) -> tuple[tuple[Any, ...], tuple[str | None, ...]]:
+        if not self.as_text:
+            return (record,), ()
+        try:
+            return (record.decode("utf-8"),), ()
+        except UnicodeDecodeError as e:
+            raise SerializationError(f"raw value is not UTF-8 text: {e}", record=record) from e
+
+
+class _RawWriter:
+    def bind(self, schema: TableSchema, *, partition_columns: Any = ()) -> _RawValue:
+        kind = schema.columns[0][1].kind
+        if (
+            partition_columns
+            or len(schema.columns) != 1
+            or kind not in ("string", "binary", "varchar")
+        ):
+            raise ConfigError(
+                "format raw needs an unpartitioned table with one string or binary column"
+            )
+        return _RawValue(as_text=kind != "binary")
+
+
 def _record_writer(opts: SinkOptions) -> Any:
     from ingest.record_writers import (
         StrictDelimitedInputWriter,
@@ -144,6 +174,8 @@ def _record_writer(opts: SinkOptions) -> Any:
         StrictRegexWriter,
     )
 
+    if opts.format == "raw":
+        return _RawWriter()
     if opts.format == "json":
         return StrictJsonWriter()
     if opts.format == "delimited":

@@ -126,3 +126,27 @@ def test_sink_options_are_parsed_once_with_clear_errors() -> None:
     with pytest.raises(Exception, match="sink_id"):
         SinkOptions(sink_id="a b")
     assert SerializationError  # the type bad records raise on executors
+
+
+def test_raw_format_stores_the_value_as_is(spark: Any, tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    url = f"sqlite:///{wh}/metastore.db"
+    store = open_store(url, warehouse=str(wh))
+    try:
+        t = store.create_table(
+            TableDef(
+                db="default",
+                name="raw",
+                columns=(("line", "string"),),
+                parameters={"transactional": "true"},
+            )
+        )
+        sink = AcidSink(
+            table="raw", metastore=url, warehouse=str(wh), options=SinkOptions(format="raw")
+        )
+        lines = ["plain text", '{"not": "parsed"}', "ünïcode"]
+        sink(spark.createDataFrame([(x.encode(),) for x in lines], "value binary"), 0)
+        sink.close()
+        assert sorted(snapshot_read(store, t).column("line").to_pylist()) == sorted(lines)
+    finally:
+        store.close()
