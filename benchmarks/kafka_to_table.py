@@ -84,7 +84,7 @@ def main() -> int:
                     "warehouse": str(root / "wh"),
                     "checkpoint": str(root / "acid_ckpt"),
                     "sink.sink_id": "bench",
-                },  # fmt: skip
+                },
                 env={},
             )
             spark = spark_session(cfg)
