@@ -291,6 +291,18 @@ class AcidFileWriter:
         self._starts.append(seg.start)
         self._rows += seg.n
 
+    def _start_write(self, write_id: int) -> int:
+        """The first rowId for rows of ``write_id``: numbering restarts per write id."""
+        if write_id < self._last_write_id:
+            raise ConfigError(
+                f"write ids must not go down within a file ({write_id} after {self._last_write_id}): "
+                "rows must stay in ROW__ID order"
+            )
+        if write_id != self._last_write_id:
+            self._last_write_id = write_id
+            self._next_rowid = 0
+        return self._next_rowid
+
     def insert(self, write_id: int, rows: Iterable[Sequence[Any]]) -> int:
         """Append insert events for ``write_id``; rows are tuples in table column order.
 
@@ -300,15 +312,7 @@ class AcidFileWriter:
         if self.kind == "delete":
             raise ConfigError("insert events cannot go to a delete delta")
         self._check_open()
-        if write_id < self._last_write_id:
-            raise ConfigError(
-                f"write ids must not go down within a file ({write_id} after {self._last_write_id}): "
-                "rows must stay in ROW__ID order"
-            )
-        if write_id != self._last_write_id:
-            self._last_write_id = write_id
-            self._next_rowid = 0
-        start_rowid = self._next_rowid
+        start_rowid = self._start_write(write_id)
         b = self.bucket_property
         if self._arrow is not None:
             n = self._write_arrow_inserts(write_id, start_rowid, self._rows_to_struct(rows))
@@ -350,14 +354,7 @@ class AcidFileWriter:
             cols = [data.column(i).to_pylist() for i in range(data.num_columns)]
             return self.insert(write_id, zip(*cols, strict=True))
         self._check_open()
-        if write_id < self._last_write_id:
-            raise ConfigError(
-                f"write ids must not go down within a file ({write_id} after {self._last_write_id})"
-            )
-        if write_id != self._last_write_id:
-            self._last_write_id = write_id
-            self._next_rowid = 0
-        start = self._next_rowid
+        start = self._start_write(write_id)
         n = self._write_arrow_inserts(write_id, start, self._columns_to_struct(list(data.columns)))
         if n:
             self._add_segment(_Segment(self._rows, n, write_id, self.bucket_property, start))

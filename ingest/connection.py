@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from acid import layout
+from acid.bucket_hash import bucket_number
 from acid.errors import (
     AcidStreamError,
     ConfigError,
@@ -38,7 +39,7 @@ from ingest.dead_letter import DeadLetterFile
 from ingest.heartbeat import Heartbeater
 from ingest.record_writers import BoundRecordWriter, RecordWriter
 from ingest.stats import ConnectionStats, StatsCounter
-from txn.catalog import DEFAULT_PARTITION_NAME, TableDef, make_partition_name
+from txn.catalog import DEFAULT_PARTITION_NAME, TableDef, make_partition_name, parse_partition_name
 from txn.config import StoreConfig
 from txn.locks import DataOperationType, LockComponent, LockRequest, LockState, LockType
 from txn.store import TxnStore, open_store
@@ -184,7 +185,7 @@ class StreamingConnection:
         self._dead_letter: DeadLetterFile | None = None
         try:
             self.table = self._load_table()
-            self._call("get_table")
+            self._count_call()
             self.schema: TableSchema = self.table.schema
             self._storage, self._location = Storage.for_path(self._table_location())
             self._static = self._static_partition(static_partition)
@@ -215,7 +216,7 @@ class StreamingConnection:
         self._agent = self.options.agent_info or f"{user}:{host}:{threading.current_thread().name}"
 
     # ------------------------------------------------------------------ setup
-    def _call(self, what: str) -> None:
+    def _count_call(self) -> None:
         self._stats.add("metastore_calls")
 
     def _load_table(self) -> TableDef:
@@ -306,10 +307,10 @@ class StreamingConnection:
     def _open_batch(self) -> _Batch:
         n = self.options.batch_size
         txns = self._store.open_txns(n, user=self._user, host=self._host, agent_info=self._agent)
-        self._call("open_txns")
+        self._count_call()
         try:
             wids = self._store.allocate_write_ids(txns, self.db, self.table_name)
-            self._call("allocate_write_ids")
+            self._count_call()
         except BaseException:
             for t in txns:
                 self._safe_abort(t, "allocate write ids failed")
@@ -391,7 +392,7 @@ class StreamingConnection:
                 agent_info=self._agent,
             )
             resp = self._store.lock(req, wait_s=self.options.lock_wait_s)
-            self._call("lock")
+            self._count_call()
             if resp.state != LockState.ACQUIRED:
                 raise TransactionError(
                     f"Unable to acquire lock on {self.db}.{self.table_name} for txn {txn} "
@@ -519,7 +520,7 @@ class StreamingConnection:
         if name is None:
             vals = [v if v not in (None, "") else None for v in values]
             info = self._store.add_partition(self.db, self.table_name, vals)
-            self._call("add_partition")
+            self._count_call()
             if not info.exists:
                 self._stats.add("created_partitions")
             self._stats.add("total_partitions")
@@ -531,8 +532,6 @@ class StreamingConnection:
     def _bucket_of(self, row: Sequence[Any]) -> int:
         if not self._bucket_idx:
             return 0
-        from acid.bucket_hash import bucket_number
-
         return bucket_number(
             [row[i] for i in self._bucket_idx],
             self._bucket_types,
@@ -627,10 +626,10 @@ class StreamingConnection:
                     sorted(self._touched),
                     DataOperationType.INSERT,
                 )
-                self._call("add_dynamic_partitions")
+                self._count_call()
             try:
                 self._store.commit_txn(txn, key=key, value=value, db=self.db, table=self.table_name)
-                self._call("commit_txn")
+                self._count_call()
             except TxnAbortedError as e:
                 b.state = TxnStatus.ABORTED
                 self._stats.add("aborted_transactions")
@@ -653,7 +652,7 @@ class StreamingConnection:
             self._arrow_buffers.clear()
             self._buffered_bytes = 0
             self._store.abort_txn(b.current_txn, reason="rollback by the client")
-            self._call("abort_txn")
+            self._count_call()
             b.state = TxnStatus.ABORTED
             self._stats.add("aborted_transactions")
             if b.remaining == 0:
@@ -708,17 +707,12 @@ class StreamingConnection:
 
 
 def _partition_values(p: str | Sequence[str], keys: Sequence[str]) -> list[str | None]:
-    if isinstance(p, str):
-        parts = dict(kv.split("=", 1) for kv in p.split("/") if kv)
-        if set(parts) != set(keys):
-            raise ConfigError(f"partition {p!r} must name exactly {list(keys)}")
-        from txn.catalog import unescape_path_name
-
-        return [
-            None if parts[k] == DEFAULT_PARTITION_NAME else unescape_path_name(parts[k])
-            for k in keys
-        ]
-    return list(p)
+    if not isinstance(p, str):
+        return list(p)
+    kv = dict(parse_partition_name(p))
+    if set(kv) != set(keys):
+        raise ConfigError(f"partition {p!r} must name exactly {list(keys)}")
+    return [None if kv[k] == DEFAULT_PARTITION_NAME else kv[k] for k in keys]
 
 
 def _user() -> str:

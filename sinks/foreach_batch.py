@@ -513,8 +513,7 @@ class AcidSink:
                     offsets = _merge_offsets(offsets, json.loads(f["offsets"]))
             parts = sorted({f["partition"] for f in files if f["path"] and f["partition"]})
             if parts:
-                for p in parts:
-                    store.add_partition(self.db, self.table_name, _values(p, table.partition_names))
+                # Registers the partitions in the catalog too (Hive's addDynamicPartitions).
                 store.add_dynamic_partitions(txn, write_id, self.db, self.table_name, parts,
                                              DataOperationType.INSERT)  # fmt: skip
             value = json.dumps({"sink_id": self.options.sink_id, "lineage": self.lineage, "batch_id": batch_id, "offsets": offsets,
@@ -557,10 +556,3 @@ class AcidSink:
         state["_store"] = None
         state["_table"] = None
         return state
-
-
-def _values(part_name: str, keys: tuple[str, ...]) -> list[str | None]:
-    from txn.catalog import DEFAULT_PARTITION_NAME, unescape_path_name
-
-    kv = dict(p.split("=", 1) for p in part_name.split("/"))
-    return [None if kv[k] == DEFAULT_PARTITION_NAME else unescape_path_name(kv[k]) for k in keys]

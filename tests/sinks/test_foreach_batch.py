@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from acid.errors import SerializationError
 from sinks.foreach_batch import AcidSink, SinkOptions, committed_offsets
 from tests.ingest.conftest import snapshot_read
 from txn.catalog import TableDef
@@ -125,7 +124,6 @@ def test_sink_options_are_parsed_once_with_clear_errors() -> None:
         SinkOptions(format="xml")
     with pytest.raises(Exception, match="sink_id"):
         SinkOptions(sink_id="a b")
-    assert SerializationError  # the type bad records raise on executors
 
 
 def test_raw_format_stores_the_value_as_is(spark: Any, tmp_path: Path) -> None:
