@@ -34,6 +34,7 @@ import pyorc
 
 from acid import bucket_codec, layout
 from acid.errors import AcidFormatError, ConfigError, SerializationError
+from acid.orc_stitch import StripeStitcher
 from acid.orc_tail import parse_tail, rewrite_tail
 from acid.orc_types import event_type_messages
 from acid.schema import HiveType, TableSchema
@@ -106,7 +107,9 @@ class OrcWriterOptions:
         return {
             "file_version": "0.12",
             "stripe_size": self.stripe_size,
-            "row_index_stride": self.row_index_stride,
+            # pyarrow cannot turn the row index off (Hive's streaming writers do, for
+            # speed only): a stitched streaming file keeps ORC's default stride.
+            "row_index_stride": self.row_index_stride or 10_000,
             "compression": "zlib" if self.compression.upper() == "ZLIB" else "uncompressed",
             "compression_strategy": "speed",
             # pyarrow's ORC writer fixes its memory block at 64 KiB and needs the
@@ -195,15 +198,16 @@ class AcidFileWriter:
         kind: ``insert`` (delta), ``delete`` (delete delta) or ``base``.
         bucket_id: the writer id encoded into ``bucket`` (must match the file name).
         statement_id: the statement id encoded into ``bucket`` (-1 encodes as 0).
-        streaming: the file takes intermediate footers (``flush``); forces pyorc's
-            ``batch_size=1`` so each footer covers every row written before it.
+        streaming: the file takes intermediate footers (``flush``). With pyorc that
+            forces ``batch_size=1`` so each footer covers every row written before it;
+            with the arrow engine each flush's rows are written as a complete ORC file in
+            memory and stitched onto the file (``acid.orc_stitch``).
         side_file: keep the ``_flush_length`` side file (transaction batches of more
             than one txn); requires ``streaming``.
         options: base ORC settings; deltas derive theirs.
-        engine: ``pyorc`` (row tuples; the only one with intermediate footers) or
-            ``arrow`` (columnar pyarrow writer, several times faster; footers get
-            Hive's exact types back in the tail rewrite). ``auto`` picks ``arrow``
-            unless the file is streaming.
+        engine: ``pyorc`` (row tuples) or ``arrow`` (columnar pyarrow writer, about
+            twice as fast; footers get Hive's exact types back in the tail rewrite).
+            ``auto`` picks ``arrow`` unless the file is streaming.
     """
 
     def __init__(
@@ -222,8 +226,8 @@ class AcidFileWriter:
     ) -> None:
         if engine == "auto":
             engine = "pyorc" if streaming else "arrow"
-        if streaming and engine != "pyorc":
-            raise ConfigError("streaming files need the pyorc engine (intermediate footers)")
+        if streaming and kind == "base":
+            raise ConfigError("a base is written whole: it cannot be a streaming file")
         if side_file and not streaming:
             raise ConfigError("a side file is only kept for streaming files")
         parsed = layout.parse_bucket_file(path.rsplit("/", 1)[-1])
@@ -258,6 +262,10 @@ class AcidFileWriter:
         self.engine = engine
         self._orc: Any = None
         self._arrow: Any = None
+        self._columnar = engine == "arrow"
+        # Streaming on the arrow engine: the rows since the last flush, as an ORC file in memory.
+        self._stitch: StripeStitcher | None = None
+        self._piece: io.BytesIO | None = None
         if engine == "pyorc":
             self._orc = pyorc.Writer(
                 cast(BinaryIO, self._capture),
@@ -267,7 +275,10 @@ class AcidFileWriter:
                 **self.options.pyorc_kwargs(batch_size=1 if streaming else None),
             )
         else:
-            self._arrow = pa_orc.ORCWriter(self._capture, **self.options.arrow_kwargs())
+            if streaming:
+                self._stitch = StripeStitcher()
+            else:
+                self._arrow = pa_orc.ORCWriter(self._capture, **self.options.arrow_kwargs())
             self._row_type = pa.struct([pa.field(n, t.to_arrow()) for n, t in schema.columns])
         self._segments: list[_Segment] = []
         self._starts: list[int] = []
@@ -314,7 +325,7 @@ class AcidFileWriter:
         self._check_open()
         start_rowid = self._start_write(write_id)
         b = self.bucket_property
-        if self._arrow is not None:
+        if self._columnar:
             n = self._write_arrow_inserts(write_id, start_rowid, self._rows_to_struct(rows))
         else:
             events = zip(
@@ -350,7 +361,7 @@ class AcidFileWriter:
             raise ConfigError(
                 f"expected {len(self.schema.columns)} columns, got {data.num_columns}"
             )
-        if self._arrow is None:
+        if not self._columnar:
             cols = [data.column(i).to_pylist() for i in range(data.num_columns)]
             return self.insert(write_id, zip(*cols, strict=True))
         self._check_open()
@@ -424,6 +435,9 @@ class AcidFileWriter:
             ],
             names=list(_EVENT_NAMES),
         )
+        if self._arrow is None:
+            self._piece = io.BytesIO()
+            self._arrow = pa_orc.ORCWriter(self._piece, **self.options.arrow_kwargs())
         self._arrow.write(table)
 
     def delete(self, write_id: int, keys: Sequence[tuple[int, int, int]]) -> int:
@@ -450,7 +464,7 @@ class AcidFileWriter:
             last = self._segments[-1].key_at(self._rows - 1)
             if keys[0] <= last:
                 raise ConfigError("delete keys must continue in ROW__ID order")
-        if self._arrow is not None:
+        if self._columnar:
             n = len(keys)
             if n:
                 karr = np.asarray(keys, dtype=np.int64).reshape(n, 3)
@@ -519,12 +533,15 @@ class AcidFileWriter:
         self._check_open()
         if not self.streaming:
             raise ConfigError("flush() needs a streaming writer (streaming=True)")
-        self._capture.holding = True
-        try:
-            logical = self._orc.write_intermediate_footer()
-        finally:
-            self._capture.holding = False
-        length = self._finish_tail(logical) if self._rows else 0
+        if self._stitch is not None:
+            length = self._seal_piece()
+        else:
+            self._capture.holding = True
+            try:
+                logical = self._orc.write_intermediate_footer()
+            finally:
+                self._capture.holding = False
+            length = self._finish_tail(logical) if self._rows else 0
         self.storage.durable_flush(self._raw)
         if self._side is not None:
             self._side.write(encode_flush_length(length))
@@ -533,12 +550,33 @@ class AcidFileWriter:
         self.flush_lengths.append(length)
         return length
 
+    def _seal_piece(self) -> int:
+        """Stitched streaming: append the rows since the last flush (one in-memory ORC
+        file) and a tail covering the whole file. Returns the file's length."""
+        assert self._stitch is not None
+        if self._arrow is not None and self._piece is not None:
+            self._arrow.close()
+            self._arrow = None
+            self._raw.write(self._stitch.append(self._piece.getvalue()))
+            self._piece = None
+            self._raw.write(
+                self._stitch.tail(
+                    metadata=self._metadata(self._stitch.stripe_rows), types=self._types
+                )
+            )
+        # No new rows: the file already ends with a tail that covers everything.
+        return self._stitch.position
+
     def close(self) -> None:
         """Final footer, durable close, side file deleted. An insert or delete file with
         no events is deleted, as Hive does (a base is kept, even empty)."""
         if self._closed:
             return
         self._closed = True
+        if self._stitch is not None:
+            self._seal_piece()
+            self._finish_file()
+            return
         self._capture.holding = True
         try:
             if self._arrow is not None:
@@ -552,6 +590,9 @@ class AcidFileWriter:
         finally:
             self._capture.holding = False
         self._finish_tail(self._capture.logical)
+        self._finish_file()
+
+    def _finish_file(self) -> None:
         self.storage.durable_flush(self._raw)
         self._raw.close()
         if self._side is not None:
@@ -565,6 +606,12 @@ class AcidFileWriter:
         with one, other txns of the batch may have committed, so it is closed normally
         and the aborted rows stay hidden by their write id."""
         if self._closed:
+            return
+        if self._side is None and self._stitch is not None:
+            self._closed = True
+            self._arrow = self._piece = None  # the pending piece is simply dropped
+            self._raw.close()
+            self.storage.delete(self.path)
             return
         if self._side is None:
             self._closed = True

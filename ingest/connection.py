@@ -559,8 +559,8 @@ class StreamingConnection:
                 streaming=multi,
                 side_file=multi,
                 options=self.options.orc,
-                # A single-txn file takes no intermediate footer: the columnar engine is faster.
-                engine="pyorc" if multi else "arrow",
+                # Columnar engine (about 2x pyorc); a batch's file gets a stitched footer per txn.
+                engine="arrow",
             )
             b.writers[(part, bucket)] = w
         return w

@@ -70,29 +70,43 @@ def multi_stripe_delta(tmp: Path, n: int = 120_000) -> WrittenFile:
     return WrittenFile(p, SIMPLE, {None: n}, [(0, 1, b, i, 1, r) for i, r in enumerate(rows)])
 
 
-def streaming_batch(tmp: Path, txn_sizes: tuple[int, ...] = (3, 0, 40_000, 1, 25)) -> WrittenFile:
+def streaming_batch(
+    tmp: Path,
+    txn_sizes: tuple[int, ...] = (3, 0, 40_000, 1, 25),
+    *,
+    engine: str = "pyorc",
+    schema: TableSchema = SIMPLE,
+) -> WrittenFile:
     """One delta for a batch of txns (write ids 1..n), a flush per txn, the side file kept."""
     storage, root = Storage.for_path(str(tmp))
     lo, hi = 1, len(txn_sizes)
     path = storage.join(root, layout.delta_dir_name(lo, hi), layout.bucket_file_name(1))
     # Small stripes so a big txn spans several stripes between two footers.
     opts = OrcWriterOptions(stripe_size=64 * 1024 * 8)
-    out = WrittenFile(path, SIMPLE)
+    out = WrittenFile(path, schema)
     w = AcidFileWriter(
         storage,
         path,
-        SIMPLE,
+        schema,
         kind="insert",
         bucket_id=1,
         streaming=True,
         side_file=True,
         options=opts,
+        engine=engine,  # type: ignore[arg-type]
     )
     b = bucket_codec.encode(1, -1)
     total = 0
     for k, size in enumerate(txn_sizes):
         wid = lo + k
-        rows = simple_rows(size, seed=wid)
+        if schema is SIMPLE:
+            rows: list[tuple[Any, ...]] = list(simple_rows(size, seed=wid))
+        else:
+            # Every third row NULL in all columns: statistics must merge hasNull too.
+            rows = [
+                tuple([None] * len(schema.columns)) if (total + i) % 3 == 2 else all_types_row(total + i)
+                for i in range(size)
+            ]
         w.insert(wid, rows)
         out.events.extend((0, wid, b, i, wid, r) for i, r in enumerate(rows))
         total += size
@@ -101,6 +115,16 @@ def streaming_batch(tmp: Path, txn_sizes: tuple[int, ...] = (3, 0, 40_000, 1, 25
     w.close()
     out.prefixes[None] = total
     return out
+
+
+def streaming_batch_arrow(tmp: Path) -> WrittenFile:
+    """The same transaction batch on the arrow engine (pieces stitched per flush)."""
+    return streaming_batch(tmp, engine="arrow")
+
+
+def streaming_all_types_arrow(tmp: Path) -> WrittenFile:
+    """Every Hive type, NULLs included, through stitched pieces: merged statistics."""
+    return streaming_batch(tmp, (4, 0, 1500, 1, 30), engine="arrow", schema=ALL_TYPES)
 
 
 def delete_delta(tmp: Path) -> WrittenFile:
@@ -120,6 +144,8 @@ BUILDERS = {
     "insert_delta_all_types": insert_delta,
     "multi_stripe_delta": multi_stripe_delta,
     "streaming_batch": streaming_batch,
+    "streaming_batch_arrow": streaming_batch_arrow,
+    "streaming_all_types_arrow": streaming_all_types_arrow,
     "delete_delta": delete_delta,
     "base": base_file,
 }

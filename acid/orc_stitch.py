@@ -1,0 +1,383 @@
+"""Stitch complete ORC files into one streaming ORC file with a footer per piece.
+
+pyarrow's columnar ORC writer is several times faster than pyorc's row writer but
+cannot write intermediate footers. A streaming ACID file needs one at every
+transaction boundary, so each transaction's rows are written by pyarrow as a
+complete ORC file in memory, and this module appends that file's stripes to the
+real file and writes a tail describing every stripe so far: ORC stripes are
+self-contained (stream offsets are relative to the stripe), which is what ORC's
+own ``mergeFiles`` and Hive's ``CONCATENATE`` rely on. The result is exactly the
+layout ORC Java's ``writeIntermediateFooter`` produces:
+``ORC [stripes₁][tail₁][stripes₂][tail₂]...``, where tail *k* lists the stripes of
+pieces 1..k with their file-level statistics merged and their stripe statistics
+concatenated.
+
+Field numbers are those of ``orc_proto.proto`` (Footer, PostScript, Metadata,
+ColumnStatistics and its typed sub-messages).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from decimal import Decimal, InvalidOperation
+
+from acid.errors import AcidFormatError
+from acid.orc_tail import (
+    _LEN,
+    _VARINT,
+    OrcTail,
+    _compress,
+    _decompress,
+    _encode,
+    _Field,
+    _fields,
+    _metadata_items,
+    _read_varint,
+    encode_varint,
+    parse_tail,
+)
+
+__all__ = ["StripeStitcher", "merge_column_statistics"]
+
+_HEADER = b"ORC"
+_I64_MAX = (1 << 63) - 1
+
+
+def _zz_decode(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+def _zz_encode(v: int) -> int:
+    return (v << 1) ^ (v >> 63)
+
+
+def _as_dict(fields: list[_Field]) -> dict[int, int | bytes]:
+    out: dict[int, int | bytes] = {}
+    for num, _, v in fields:
+        out[num] = v
+    return out
+
+
+def _int(d: Mapping[int, int | bytes], key: int) -> int | None:
+    v = d.get(key)
+    return v if isinstance(v, int) else None
+
+
+def _bytes(d: Mapping[int, int | bytes], key: int) -> bytes | None:
+    v = d.get(key)
+    return v if isinstance(v, bytes) else None
+
+
+def _double(d: Mapping[int, int | bytes], key: int) -> float | None:
+    v = _bytes(d, key)
+    return None if v is None else float(struct.unpack("<d", v)[0])
+
+
+# --------------------------------------------------------------- typed statistics
+def _merge_int(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    out: list[_Field] = []
+    mins = [_zz_decode(v) for v in (_int(a, 1), _int(b, 1)) if v is not None]
+    maxs = [_zz_decode(v) for v in (_int(a, 2), _int(b, 2)) if v is not None]
+    if mins:
+        out.append((1, _VARINT, _zz_encode(min(mins))))
+    if maxs:
+        out.append((2, _VARINT, _zz_encode(max(maxs))))
+    sa, sb = _int(a, 3), _int(b, 3)
+    if sa is not None and sb is not None:
+        total = _zz_decode(sa) + _zz_decode(sb)
+        # ORC drops the sum once it overflows a long.
+        if -_I64_MAX - 1 <= total <= _I64_MAX:
+            out.append((3, _VARINT, _zz_encode(total)))
+    return out
+
+
+def _merge_double(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    out: list[_Field] = []
+    for num, pick in ((1, min), (2, max)):
+        vals = [v for v in (_double(a, num), _double(b, num)) if v is not None]
+        if vals:
+            out.append((num, 1, struct.pack("<d", pick(vals))))
+    sa, sb = _double(a, 3), _double(b, 3)
+    if sa is not None and sb is not None:
+        out.append((3, 1, struct.pack("<d", sa + sb)))
+    return out
+
+
+def _merge_bounds(
+    a: dict[int, int | bytes],
+    b: dict[int, int | bytes],
+    *,
+    exact: tuple[int, int],
+    bound: tuple[int, int] | None,
+    key: Callable[[bytes], object],
+) -> list[_Field]:
+    """Min/max of string-like statistics: the exact value, or (strings over ORC's length
+    limit) a lower/upper bound. The winner keeps whichever field it came in."""
+    out: list[_Field] = []
+    for i, pick in ((0, min), (1, max)):
+        cands: list[tuple[object, int, bytes]] = []
+        for d in (a, b):
+            for num in (exact[i],) + ((bound[i],) if bound else ()):
+                v = _bytes(d, num)
+                if v is not None:
+                    cands.append((key(v), num, v))
+                    break
+        if cands:
+            _, num, v = pick(cands, key=lambda c: c[0])
+            out.append((num, _LEN, v))
+    return out
+
+
+def _merge_string(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    # UTF-8 byte order is ORC's string order (Java compares Text bytes unsigned).
+    out = _merge_bounds(a, b, exact=(1, 2), bound=(4, 5), key=lambda v: v)
+    sa, sb = _int(a, 3), _int(b, 3)
+    if sa is not None and sb is not None:
+        out.append((3, _VARINT, _zz_encode(_zz_decode(sa) + _zz_decode(sb))))
+    return sorted(out, key=lambda f: f[0])
+
+
+def _decimal(v: bytes) -> Decimal:
+    try:
+        return Decimal(v.decode())
+    except (InvalidOperation, UnicodeDecodeError) as e:
+        raise AcidFormatError(f"bad decimal statistic {v!r}") from e
+
+
+def _merge_decimal(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    out = _merge_bounds(a, b, exact=(1, 2), bound=None, key=_decimal)
+    sa, sb = _bytes(a, 3), _bytes(b, 3)
+    if sa is not None and sb is not None:
+        total = _decimal(sa) + _decimal(sb)
+        # Hive decimals hold 38 digits; ORC drops a sum that no longer fits.
+        if len(total.as_tuple().digits) <= 38:
+            out.append((3, _LEN, format(total, "f").encode()))
+    return sorted(out, key=lambda f: f[0])
+
+
+def _merge_date(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    out: list[_Field] = []
+    for num, pick in ((1, min), (2, max)):
+        vals = [_zz_decode(v) for v in (_int(a, num), _int(b, num)) if v is not None]
+        if vals:
+            out.append((num, _VARINT, _zz_encode(pick(vals))))
+    return out
+
+
+def _merge_binary(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    sa, sb = _int(a, 1), _int(b, 1)
+    if sa is None or sb is None:
+        return []
+    return [(1, _VARINT, _zz_encode(_zz_decode(sa) + _zz_decode(sb)))]
+
+
+def _merge_timestamp(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    """minimum/maximum (local millis), minimumUtc/maximumUtc and the sub-millisecond
+    nanos (+1, 0 = none) travel together: the side that wins keeps all three."""
+    out: list[_Field] = []
+    for local, utc, nanos, pick in ((1, 3, 5, min), (2, 4, 6, max)):
+        cands = []
+        for d in (a, b):
+            ms = _int(d, utc) if _int(d, utc) is not None else _int(d, local)
+            if ms is None:
+                continue
+            n = _int(d, nanos)
+            cands.append(((_zz_decode(ms), (n or 1) - 1), d))
+        if not cands:
+            continue
+        _, win = pick(cands, key=lambda c: c[0])
+        out.extend((num, _VARINT, v) for num in (local, utc, nanos) if (v := _int(win, num)) is not None)
+    return sorted(out, key=lambda f: f[0])
+
+
+def _merge_bucket(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    def counts(d: dict[int, int | bytes]) -> list[int]:
+        raw = _bytes(d, 1)
+        if raw is None:
+            v = _int(d, 1)  # an unpacked single count
+            return [] if v is None else [v]
+        return [v for _, _, v in _fields_of_varints(raw)]
+
+    ca, cb = counts(a), counts(b)
+    n = max(len(ca), len(cb))
+    total = [(ca[i] if i < len(ca) else 0) + (cb[i] if i < len(cb) else 0) for i in range(n)]
+    if not total:
+        return []
+    return [(1, _LEN, b"".join(encode_varint(v) for v in total))]
+
+
+def _fields_of_varints(raw: bytes) -> list[tuple[int, int, int]]:
+    out = []
+    pos = 0
+    while pos < len(raw):
+        v, pos = _read_varint(raw, pos)
+        out.append((0, _VARINT, v))
+    return out
+
+
+def _merge_collection(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+    out: list[_Field] = []
+    for num, pick in ((1, min), (2, max)):
+        vals = [v for v in (_int(a, num), _int(b, num)) if v is not None]
+        if vals:
+            out.append((num, _VARINT, pick(vals)))
+    ta, tb = _int(a, 3), _int(b, 3)
+    if ta is not None and tb is not None:
+        out.append((3, _VARINT, ta + tb))
+    return out
+
+
+_TYPED: dict[int, Callable[[dict[int, int | bytes], dict[int, int | bytes]], list[_Field]]] = {
+    2: _merge_int,
+    3: _merge_double,
+    4: _merge_string,
+    5: _merge_bucket,
+    6: _merge_decimal,
+    7: _merge_date,
+    8: _merge_binary,
+    9: _merge_timestamp,
+    12: _merge_collection,
+}
+
+
+def merge_column_statistics(a: bytes, b: bytes) -> bytes:
+    """Two encoded ``ColumnStatistics`` of one column as one (ORC's ``merge``).
+
+    A side with no values contributes only its counts; a sum one side lacks (it
+    overflowed) is dropped, as ORC does.
+    """
+    da, db = _as_dict(_fields(a)), _as_dict(_fields(b))
+    na, nb = _int(da, 1) or 0, _int(db, 1) or 0
+    out: list[_Field] = [(1, _VARINT, na + nb)]
+    for num, merge in _TYPED.items():
+        sa, sb = _bytes(da, num), _bytes(db, num)
+        if sa is None and sb is None:
+            continue
+        fa = _as_dict(_fields(sa)) if sa is not None and na else {}
+        fb = _as_dict(_fields(sb)) if sb is not None and nb else {}
+        if not fa and not fb:
+            # No values on either side: keep the (empty) typed message so readers see the type.
+            out.append((num, _LEN, sa if sa is not None else sb or b""))
+            continue
+        if not fa or not fb:
+            merged = _encode(sorted(_fields(sa if fa else sb or b""), key=lambda f: f[0]))
+        else:
+            merged = _encode(merge(fa, fb))
+        out.append((num, _LEN, merged))
+    if (_int(da, 10) or 0) or (_int(db, 10) or 0) or 10 in da or 10 in db:
+        out.append((10, _VARINT, int(bool(_int(da, 10)) or bool(_int(db, 10)))))
+    if 11 in da or 11 in db:
+        out.append((11, _VARINT, (_int(da, 11) or 0) + (_int(db, 11) or 0)))
+    return _encode(sorted(out, key=lambda f: f[0]))
+
+
+# --------------------------------------------------------------------- stitcher
+class StripeStitcher:
+    """Builds one ORC file from complete ORC files written with the same schema and
+    settings: ``append`` returns the bytes to write (header first, then stripes),
+    ``tail`` the footer that describes every stripe appended so far."""
+
+    def __init__(self) -> None:
+        self.position = 0  # bytes handed out so far (= where the next write lands)
+        self.stripe_rows: list[int] = []
+        self._stripes: list[bytes] = []
+        self._stats: list[bytes] | None = None
+        self._stripe_stats = bytearray()
+        self._rows = 0
+        self._template: OrcTail | None = None
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def append(self, orc_file: bytes) -> bytes:
+        """Take a complete ORC file; return the bytes to append to the output next."""
+        if not orc_file.startswith(_HEADER):
+            raise AcidFormatError("not an ORC file (no ORC header)")
+        tail = parse_tail(orc_file)
+        footer = _as_dict(tail.footer_fields)
+        header = _int(footer, 1) or len(_HEADER)
+        # In a complete file the stripes end where the tail begins (contentLength is not
+        # used: ORC's C++ and Java writers disagree on whether it counts the header).
+        content_end = len(orc_file) - tail.tail_length
+        out = bytearray()
+        if self.position == 0:
+            out += _HEADER
+        shift = self.position + len(out) - header
+        if self._template is not None:
+            t = self._template
+            if (t.compression, t.block_size) != (tail.compression, tail.block_size):
+                raise AcidFormatError("pieces of one ORC file must share their compression")
+        else:
+            self._template = tail
+        for num, _, v in tail.footer_fields:
+            if num == 3:
+                assert isinstance(v, bytes)
+                sf = _fields(v)
+                self._stripes.append(
+                    _encode([(n, w, x + shift if n == 1 and isinstance(x, int) else x) for n, w, x in sf])
+                )
+                self.stripe_rows.append(int(_as_dict(sf).get(5, 0)))
+        stats = [v for num, _, v in tail.footer_fields if num == 7 and isinstance(v, bytes)]
+        if self._stats is None:
+            self._stats = stats
+        else:
+            if len(stats) != len(self._stats):
+                raise AcidFormatError("pieces of one ORC file must share their schema")
+            self._stats = [merge_column_statistics(a, b) for a, b in zip(self._stats, stats, strict=True)]
+        self._stripe_stats += _decompress(tail.metadata_section, tail.compression)
+        self._rows += _int(footer, 6) or 0
+        out += orc_file[header:content_end]
+        self.position += len(out)
+        return bytes(out)
+
+    def tail(self, *, metadata: Mapping[str, bytes], types: list[bytes] | None = None) -> bytes:
+        """The tail (metadata section, footer, postscript, length byte) for everything
+        appended so far, with ``metadata`` as the user metadata and ``types`` (when
+        given) replacing the footer's types. Counts towards ``position``."""
+        t = self._template
+        if t is None:
+            raise AcidFormatError("no stripes to describe yet")
+        fields: list[_Field] = []
+        done: set[int] = set()
+        for num, wt, v in t.footer_fields:
+            if num >= 5 and 5 not in done:
+                # Exactly our metadata items (pyarrow writes none), in field order.
+                fields.extend(_metadata_items(metadata))
+                done.add(5)
+            if num in done:
+                continue
+            if num == 2:
+                # The C++ writer's convention (pyorc's and pyarrow's): header excluded.
+                fields.append((2, _VARINT, self.position - len(_HEADER)))
+            elif num == 3:
+                fields.extend((3, _LEN, s) for s in self._stripes)
+                done.add(3)
+            elif num == 4 and types is not None:
+                fields.extend((4, _LEN, ty) for ty in types)
+                done.add(4)
+            elif num == 6:
+                fields.append((6, _VARINT, self._rows))
+            elif num == 7:
+                fields.extend((7, _LEN, s) for s in self._stats or [])
+                done.add(7)
+            else:
+                fields.append((num, wt, v))
+        if 5 not in done:
+            fields.extend(_metadata_items(metadata))
+        footer = _compress(_encode(fields), t.compression, t.block_size)
+        meta = _compress(bytes(self._stripe_stats), t.compression, t.block_size)
+        ps_fields = [
+            (n, w, len(footer) if n == 1 else len(meta) if n == 5 else v)
+            for n, w, v in t.postscript_fields
+        ]
+        if not any(n == 5 for n, _, _ in ps_fields):
+            ps_fields.append((5, _VARINT, len(meta)))
+            ps_fields.sort(key=lambda f: f[0])
+        ps = _encode(ps_fields)
+        if len(ps) > 255:
+            raise AcidFormatError("ORC postscript longer than 255 bytes")
+        out = meta + footer + ps + bytes((len(ps),))
+        self.position += len(out)
+        return out

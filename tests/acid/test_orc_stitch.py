@@ -1,0 +1,120 @@
+"""Stitched streaming files (arrow engine): the file-level statistics of a file built
+from pieces equal those of the same events written as one file, and the merge rules
+for what one piece alone cannot show (sum overflow, empty pieces, bounds)."""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+from typing import Any
+
+import pyorc
+import pytest
+
+from acid import layout
+from acid.errors import AcidFormatError
+from acid.orc_stitch import StripeStitcher, merge_column_statistics
+from acid.orc_tail import _encode, _fields
+from acid.storage import Storage
+from acid.writer import AcidFileWriter
+from tests.acid.writer_cases import ALL_TYPES, all_types_row
+
+
+# root, 6 event fields, 17 table columns and 5 nested (array element, map key/value, 2 struct fields)
+N_COLUMNS = 1 + 6 + 17 + 5
+
+
+def _events(sizes: tuple[int, ...]) -> list[tuple[int, list[tuple[Any, ...]]]]:
+    out = []
+    start = 0
+    for k, n in enumerate(sizes):
+        rows = [
+            tuple([None] * len(ALL_TYPES.columns)) if (start + i) % 5 == 4 else all_types_row(start + i)
+            for i in range(n)
+        ]
+        out.append((k + 1, rows))
+        start += n
+    return out
+
+
+def _write(path: str, sizes: tuple[int, ...], *, streaming: bool) -> list[dict[str, Any]]:
+    storage, _ = Storage.for_path(path)
+    w = AcidFileWriter(storage, path, ALL_TYPES, kind="insert", bucket_id=0, streaming=streaming,
+                       side_file=streaming, engine="arrow")  # fmt: skip
+    for wid, rows in _events(sizes):
+        w.insert(wid, rows)
+        if streaming:
+            w.flush()
+    w.close()
+    r = pyorc.Reader(io.BytesIO(Path(path).read_bytes()))
+    return [r[c].statistics for c in range(N_COLUMNS)]
+
+
+@pytest.mark.parametrize("sizes", [(7, 0, 900, 1, 40), (1,), (0, 3), (2000, 2000)])
+def test_stitched_statistics_equal_one_file(tmp_path: Path, sizes: tuple[int, ...]) -> None:
+    d = layout.delta_dir_name(1, len(sizes))
+    whole = _write(str(tmp_path / "a" / d / "bucket_00000"), sizes, streaming=False)
+    stitched = _write(str(tmp_path / "b" / d / "bucket_00000"), sizes, streaming=True)
+    assert len(whole) == len(stitched) == N_COLUMNS
+    for col, (a, b) in enumerate(zip(whole, stitched, strict=True)):
+        if isinstance(a.get("sum"), float):
+            # Floating-point sums depend on the order of additions: equal up to rounding.
+            assert b.pop("sum") == pytest.approx(a.pop("sum"), rel=1e-12), f"column {col}"
+        assert a == b, f"column {col}"
+
+
+def _stat(**typed: Any) -> bytes:
+    return _encode([(n, w, v) for n, w, v in typed["fields"]])
+
+
+def _zz(v: int) -> int:
+    return (v << 1) ^ (v >> 63)
+
+
+def test_int_sum_overflow_is_dropped() -> None:
+    big = (1 << 63) - 10
+    a = _encode([(1, 0, 1), (2, 2, _encode([(1, 0, _zz(big)), (2, 0, _zz(big)), (3, 0, _zz(big))]))])
+    b = _encode([(1, 0, 1), (2, 2, _encode([(1, 0, _zz(20)), (2, 0, _zz(20)), (3, 0, _zz(20))]))])
+    merged = dict((n, v) for n, _, v in _fields(merge_column_statistics(a, b)))
+    ints = {n: v for n, _, v in _fields(merged[2])}  # type: ignore[arg-type]
+    assert merged[1] == 2
+    assert ints[1] == _zz(20) and ints[2] == _zz(big)
+    assert 3 not in ints  # the sum overflowed a long: ORC records none
+
+
+def test_piece_without_values_keeps_the_other_sides_min_max() -> None:
+    dbl = lambda x: struct.pack("<d", x)  # noqa: E731
+    a = _encode([(1, 0, 0), (3, 2, b""), (10, 0, 1)])  # all NULL: no min/max
+    b = _encode([(1, 0, 2), (3, 2, _encode([(1, 1, dbl(-1.5)), (2, 1, dbl(4.0)), (3, 1, dbl(2.5))]))])
+    merged = {n: v for n, _, v in _fields(merge_column_statistics(a, b))}
+    d = {n: struct.unpack("<d", v)[0] for n, _, v in _fields(merged[3])}  # type: ignore[arg-type]
+    assert merged[1] == 2 and merged[10] == 1
+    assert d == {1: -1.5, 2: 4.0, 3: 2.5}
+
+
+def test_string_bounds_stay_bounds() -> None:
+    a = _encode([(1, 0, 1), (4, 2, _encode([(4, 2, b"aaa"), (5, 2, b"zzz"), (3, 0, _zz(3000))]))])
+    b = _encode([(1, 0, 1), (4, 2, _encode([(1, 2, b"b"), (2, 2, b"c"), (3, 0, _zz(1))]))])
+    s = {n: v for n, _, v in _fields(dict((n, v) for n, _, v in _fields(merge_column_statistics(a, b)))[4])}  # type: ignore[arg-type]
+    # The smaller value is the truncated lower bound of a: it stays a bound (field 4), not a min.
+    assert s[4] == b"aaa" and 1 not in s
+    assert s[5] == b"zzz" and 2 not in s
+    assert s[3] == _zz(3001)
+
+
+def test_pieces_must_share_compression(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.orc as po
+
+    def piece(compression: str) -> bytes:
+        buf = io.BytesIO()
+        po.write_table(pa.table({"a": [1, 2]}), buf, compression=compression)
+        return buf.getvalue()
+
+    st = StripeStitcher()
+    st.append(piece("zlib"))
+    with pytest.raises(AcidFormatError, match="compression"):
+        st.append(piece("uncompressed"))
+    with pytest.raises(AcidFormatError, match="not an ORC file"):
+        st.append(b"PAR1....")
