@@ -97,6 +97,26 @@ class TxnInfo:
     abort_reason: str | None
 
 
+def _complete_components(tx: Tx, txn_id: int, now: int, *, op: str = "commit_txn") -> None:
+    """Move a committing txn's components to COMPLETED_TXN_COMPONENTS (Hive's commitTxn)."""
+    tx.x(
+        "INSERT INTO COMPLETED_TXN_COMPONENTS (CTC_TXNID, CTC_DATABASE, CTC_TABLE, "
+        "CTC_PARTITION, CTC_TIMESTAMP, CTC_WRITEID, CTC_UPDATE_DELETE) "
+        "SELECT TC_TXNID, TC_DATABASE, TC_TABLE, TC_PARTITION, ?, TC_WRITEID, "
+        "CASE WHEN TC_OPERATION_TYPE IN ('u', 'd') THEN 'Y' ELSE 'N' END "
+        "FROM TXN_COMPONENTS WHERE TC_TXNID = ? AND TC_OPERATION_TYPE <> 'c'",
+        now,
+        txn_id,
+    )
+    tx.crash_point(f"{op}.after_completed_components")
+    tx.x("DELETE FROM TXN_COMPONENTS WHERE TC_TXNID = ?", txn_id)
+
+
+def _mark_committed(tx: Tx, txn_id: int, now: int) -> None:
+    tx.x("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", txn_id)
+    tx.x("UPDATE TXNS SET TXN_STATE = 'c', TXN_FINISHED = ? WHERE TXN_ID = ?", now, txn_id)
+
+
 class TxnStore(CatalogOps):
     """Transactions, write ids, locks, read snapshots and the table catalog in one database.
 
@@ -368,27 +388,89 @@ class TxnStore(CatalogOps):
                 if conflict is not None:
                     return conflict
             if comps:
-                tx.x(
-                    "INSERT INTO COMPLETED_TXN_COMPONENTS (CTC_TXNID, CTC_DATABASE, CTC_TABLE, "
-                    "CTC_PARTITION, CTC_TIMESTAMP, CTC_WRITEID, CTC_UPDATE_DELETE) "
-                    "SELECT TC_TXNID, TC_DATABASE, TC_TABLE, TC_PARTITION, ?, TC_WRITEID, "
-                    "CASE WHEN TC_OPERATION_TYPE IN ('u', 'd') THEN 'Y' ELSE 'N' END "
-                    "FROM TXN_COMPONENTS WHERE TC_TXNID = ? AND TC_OPERATION_TYPE <> 'c'",
-                    now,
-                    txn_id,
-                )
-                tx.crash_point("commit_txn.after_completed_components")
-                tx.x("DELETE FROM TXN_COMPONENTS WHERE TC_TXNID = ?", txn_id)
+                _complete_components(tx, txn_id, now)
             if key is not None and value is not None and db is not None and table is not None:
                 catalog_sql.set_table_param(tx, db, table, key, value)
                 tx.crash_point("commit_txn.after_key_value")
-            tx.x("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", txn_id)
-            tx.x("UPDATE TXNS SET TXN_STATE = 'c', TXN_FINISHED = ? WHERE TXN_ID = ?", now, txn_id)
+            _mark_committed(tx, txn_id, now)
             return None
 
         conflict = self._db.run("commit_txn", body, unknown=CommitStateUnknownError)
         if conflict is not None:
             raise conflict
+
+    def commit_txns(
+        self,
+        txn_ids: Sequence[int],
+        *,
+        key: str | None = None,
+        value: str | None = None,
+        db: str | None = None,
+        table: str | None = None,
+    ) -> None:
+        """Commit several insert-only txns, and optionally one key/value, atomically.
+
+        A streaming transaction batch whose txns must become visible together (an
+        exactly-once sink's micro-batch: committing them one by one would let a crash
+        between two commits duplicate the first ones on replay). Either every txn
+        commits, with the key/value, or none does. Committing a batch that is already
+        wholly committed does nothing.
+
+        Raises:
+            TxnAbortedError: one of the txns was aborted (none is committed).
+            CommitStateUnknownError: the connection was lost during COMMIT.
+            TransactionError: no such txn; a txn with update/delete components (those
+                commit one by one, with their write-set check); the batch is partly
+                committed already; or the store failed before committing.
+        """
+        if (key is None) != (value is None):
+            raise ValueError("key and value must be given together")
+        if key is not None and (not key.startswith(TXN_KEY_START) or db is None or table is None):
+            raise ValueError(
+                f"a commit key must start with {TXN_KEY_START!r} and come with db, table"
+            )
+        ids = sorted(set(txn_ids))
+        if not ids:
+            raise ValueError("no txns to commit")
+
+        def body(tx: Tx) -> None:
+            now = self._now_ms()
+            marks = ",".join("?" * len(ids))
+            rows = tx.q(
+                f"SELECT t.TXN_ID, t.TXN_STATE, (SELECT COUNT(*) FROM TXN_COMPONENTS c "
+                f"WHERE c.TC_TXNID = t.TXN_ID AND c.TC_OPERATION_TYPE IN ('u', 'd')) "
+                f"FROM TXNS t WHERE t.TXN_ID IN ({marks}) ORDER BY t.TXN_ID"
+                + tx.for_update_of("t"),
+                *ids,
+            )
+            found = {int(r[0]): (str(r[1]), int(r[2])) for r in rows}
+            missing = [t for t in ids if t not in found]
+            if missing or ids[0] <= 0:
+                raise TransactionError(
+                    f"No such transaction txnid:{missing[0] if missing else ids[0]}"
+                )
+            states = {st for st, _ in found.values()}
+            if states == {TxnState.COMMITTED.value}:
+                return
+            aborted = [t for t, (st, _) in found.items() if st == TxnState.ABORTED.value]
+            if aborted:
+                raise TxnAbortedError(f"Transaction txnid:{aborted[0]} already aborted")
+            if states != {TxnState.OPEN.value}:
+                raise TransactionError(f"txns {ids} are partly committed already")
+            upd = [t for t, (_, n) in found.items() if n]
+            if upd:
+                raise TransactionError(
+                    f"txn {upd[0]} has update/delete components: commit it on its own"
+                )
+            for t in ids:
+                _complete_components(tx, t, now, op="commit_txns")
+            if key is not None and value is not None and db is not None and table is not None:
+                catalog_sql.set_table_param(tx, db, table, key, value)
+            tx.crash_point("commit_txns.before_state")
+            for t in ids:
+                _mark_committed(tx, t, now)
+
+        self._db.run("commit_txns", body, unknown=CommitStateUnknownError)
 
     def abort_txn(self, txn_id: int, *, reason: str = ABORT_ROLLBACK) -> None:
         """Abort (roll back) a transaction and release its locks, recording why.

@@ -158,3 +158,40 @@ def test_process_killed_mid_commit_leaves_no_half_commit(
     assert _assert_whole(store, t) is expected
     store.commit_txn(t, key="_meta.k", value="v", db="default", table="t")  # idempotent if done
     assert _assert_whole(store, t) is TxnState.COMMITTED
+
+
+_BATCH_CHILD = (
+    "import sys; from txn import open_store; "
+    "s = open_store(sys.argv[1]); "
+    "s.commit_txns([int(t) for t in sys.argv[2:]], key='_meta.k', value='v', db='default', table='t')"
+)
+
+
+@pytest.mark.parametrize(
+    ("point", "expected"),
+    [
+        ("commit_txns.after_completed_components", TxnState.OPEN),
+        ("commit_txns.before_state", TxnState.OPEN),
+        ("commit_txns.before_commit", TxnState.OPEN),
+        ("commit_txns.after_commit", TxnState.COMMITTED),
+    ],
+)
+def test_process_killed_mid_batch_commit_commits_all_or_none(
+    store: TxnStore, store_url: str, point: str, expected: TxnState
+) -> None:
+    make_table(store)
+    ids = store.open_txns(3, user="u", host="h")
+    store.allocate_write_ids(ids, "default", "t")
+    for t in ids:
+        write_lock(store, t, Op.INSERT)
+    env = {**os.environ, CRASH_ENV: point, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _BATCH_CHILD, store_url, *map(str, ids)],
+        env=env, cwd=ROOT, capture_output=True,
+    )  # fmt: skip
+    assert proc.returncode == -9, proc.stderr.decode()
+    assert [store.txn_state(t) for t in ids] == [expected] * 3
+    meta = store.get_table_param("default", "t", "_meta.k")
+    assert meta == ("v" if expected is TxnState.COMMITTED else None)
+    store.commit_txns(ids, key="_meta.k", value="v", db="default", table="t")
+    assert [store.txn_state(t) for t in ids] == [TxnState.COMMITTED] * 3

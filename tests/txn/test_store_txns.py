@@ -227,3 +227,57 @@ def test_commit_moves_components_to_completed(store: TxnStore, table: TableDef) 
     store.abort_txn(b)
     # aborted txns keep their components: the cleaner needs to know where aborted data is
     assert store.txn_components(b) == [("default", "t", None, "u", 2)]
+
+
+def _insert_batch(store: TxnStore, n: int) -> list[int]:
+    ids = store.open_txns(n, user="u", host="h", agent_info="sink")
+    store.allocate_write_ids(ids, "default", "t")
+    for t in ids:
+        write_lock(store, t, Op.INSERT)
+    return ids
+
+
+def test_commit_txns_commits_a_batch_and_its_key_value_together(
+    store: TxnStore, table: TableDef
+) -> None:
+    ids = _insert_batch(store, 3)
+    before = store.get_valid_write_ids("default", "t", store.get_valid_txns())
+    assert all(not before.is_write_id_valid(w) for w in (1, 2, 3))
+    store.commit_txns(ids, key="_meta.sink.s", value='{"batch_id": 4}', db="default", table="t")
+    after = store.get_valid_write_ids("default", "t", store.get_valid_txns())
+    assert all(after.is_write_id_valid(w) for w in (1, 2, 3))
+    assert [store.txn_state(t) for t in ids] == [TxnState.COMMITTED] * 3
+    assert store.get_table_param("default", "t", "_meta.sink.s") == '{"batch_id": 4}'
+    assert all(store.txn_components(t) == [] for t in ids)
+    # a replayed commit of the same batch does nothing
+    store.commit_txns(ids, key="_meta.sink.s", value='{"batch_id": 4}', db="default", table="t")
+
+
+def test_commit_txns_with_one_aborted_txn_commits_none(store: TxnStore, table: TableDef) -> None:
+    ids = _insert_batch(store, 3)
+    store.abort_txn(ids[1], reason="test")
+    with pytest.raises(TxnAbortedError, match=str(ids[1])):
+        store.commit_txns(ids, key="_meta.sink.s", value="1", db="default", table="t")
+    assert [store.txn_state(t) for t in ids] == [TxnState.OPEN, TxnState.ABORTED, TxnState.OPEN]
+    assert store.get_table_param("default", "t", "_meta.sink.s") is None
+    # the open ones keep their components and locks: they can still be aborted cleanly
+    assert store.txn_components(ids[0]) == [("default", "t", None, "i", 1)]
+
+
+def test_commit_txns_refuses_partial_batches_and_update_txns(
+    store: TxnStore, table: TableDef
+) -> None:
+    ids = _insert_batch(store, 2)
+    store.commit_txn(ids[0])
+    with pytest.raises(TransactionError, match="partly committed"):
+        store.commit_txns(ids)
+    assert store.txn_state(ids[1]) is TxnState.OPEN
+    u = _update_txn(store, Op.UPDATE)
+    (i,) = _insert_batch(store, 1)
+    with pytest.raises(TransactionError, match="update/delete"):
+        store.commit_txns([i, u])
+    assert store.txn_state(i) is TxnState.OPEN and store.txn_state(u) is TxnState.OPEN
+    with pytest.raises(TransactionError, match="No such transaction"):
+        store.commit_txns([i, 10**9])
+    with pytest.raises(ValueError, match="no txns"):
+        store.commit_txns([])
