@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from acid.errors import AcidFormatError
 from acid.orc_tail import (
@@ -110,13 +111,13 @@ def _merge_bounds(
     *,
     exact: tuple[int, int],
     bound: tuple[int, int] | None,
-    key: Callable[[bytes], object],
+    key: Callable[[bytes], Any],
 ) -> list[_Field]:
     """Min/max of string-like statistics: the exact value, or (strings over ORC's length
     limit) a lower/upper bound. The winner keeps whichever field it came in."""
     out: list[_Field] = []
     for i, pick in ((0, min), (1, max)):
-        cands: list[tuple[object, int, bytes]] = []
+        cands: list[tuple[Any, int, bytes]] = []
         for d in (a, b):
             for num in (exact[i],) + ((bound[i],) if bound else ()):
                 v = _bytes(d, num)
@@ -187,7 +188,9 @@ def _merge_timestamp(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> li
         if not cands:
             continue
         _, win = pick(cands, key=lambda c: c[0])
-        out.extend((num, _VARINT, v) for num in (local, utc, nanos) if (v := _int(win, num)) is not None)
+        out.extend(
+            (num, _VARINT, v) for num in (local, utc, nanos) if (v := _int(win, num)) is not None
+        )
     return sorted(out, key=lambda f: f[0])
 
 
@@ -261,11 +264,13 @@ def merge_column_statistics(a: bytes, b: bytes) -> bytes:
             out.append((num, _LEN, sa if sa is not None else sb or b""))
             continue
         if not fa or not fb:
-            merged = _encode(sorted(_fields(sa if fa else sb or b""), key=lambda f: f[0]))
+            one = sa if fa else sb
+            assert one is not None
+            merged = _encode(sorted(_fields(one), key=lambda f: f[0]))
         else:
             merged = _encode(merge(fa, fb))
         out.append((num, _LEN, merged))
-    if (_int(da, 10) or 0) or (_int(db, 10) or 0) or 10 in da or 10 in db:
+    if 10 in da or 10 in db:
         out.append((10, _VARINT, int(bool(_int(da, 10)) or bool(_int(db, 10)))))
     if 11 in da or 11 in db:
         out.append((11, _VARINT, (_int(da, 11) or 0) + (_int(db, 11) or 0)))
@@ -316,7 +321,12 @@ class StripeStitcher:
                 assert isinstance(v, bytes)
                 sf = _fields(v)
                 self._stripes.append(
-                    _encode([(n, w, x + shift if n == 1 and isinstance(x, int) else x) for n, w, x in sf])
+                    _encode(
+                        [
+                            (n, w, x + shift if n == 1 and isinstance(x, int) else x)
+                            for n, w, x in sf
+                        ]
+                    )
                 )
                 self.stripe_rows.append(int(_as_dict(sf).get(5, 0)))
         stats = [v for num, _, v in tail.footer_fields if num == 7 and isinstance(v, bytes)]
@@ -325,7 +335,9 @@ class StripeStitcher:
         else:
             if len(stats) != len(self._stats):
                 raise AcidFormatError("pieces of one ORC file must share their schema")
-            self._stats = [merge_column_statistics(a, b) for a, b in zip(self._stats, stats, strict=True)]
+            self._stats = [
+                merge_column_statistics(a, b) for a, b in zip(self._stats, stats, strict=True)
+            ]
         self._stripe_stats += _decompress(tail.metadata_section, tail.compression)
         self._rows += _int(footer, 6) or 0
         out += orc_file[header:content_end]

@@ -1,16 +1,20 @@
 """``AcidSink``: an exactly-once ``foreachBatch`` sink into a Hive ACID table.
 
-Each micro-batch is one transaction:
+Each micro-batch is one transaction batch (``txns_per_batch`` txns, 1 by default):
 
 1. driver: skip the batch if the table already records it as committed (a replay);
-   otherwise open a txn, allocate its write id, take Hive's streaming lock and start
-   heartbeating;
+   otherwise open the batch's txns, allocate their (consecutive) write ids
+   ``w1..wk``, take Hive's streaming lock for each and start heartbeating them;
 2. executors: every task parses its rows with acidstream's record writers and writes
-   ``[<partition>/]delta_<w>_<w>_<stmt>/bucket_<N>`` files in parallel (no collect of
-   data to the driver), then returns one small metadata row per file;
-3. driver: registers dynamic partitions and commits the txn together with
-   ``{sink id, batch id, source end offsets}`` stored atomically in the table's
-   parameters (commit-with-key-value).
+   ``[<partition>/]delta_<w1>_<wk>_<stmt>/bucket_<N>`` files in parallel (no collect of
+   data to the driver) in Hive's streaming file format: the task's rows are spread in
+   order over the k txns, and each txn boundary gets an intermediate ORC footer and a
+   ``_flush_length`` side-file entry; then each task returns one small metadata row
+   per file;
+3. driver: registers dynamic partitions and commits all the batch's txns together with
+   ``{sink id, batch id, source end offsets}`` in ONE metastore transaction
+   (``TxnStore.commit_txns`` with a key/value): a crash can never leave part of a
+   micro-batch committed, which a replay would then duplicate.
 
 A replayed batch id is detected and skipped; a batch that failed before its commit is
 aborted (at once, or by the next run of the sink for its txns left open by a dead
@@ -47,10 +51,11 @@ log = logging.getLogger(__name__)
 META_PREFIX = "_meta.acidstream.sink."
 AGENT_PREFIX = "acidstream-sink:"
 CRASH_ENV = "ACIDSTREAM_CRASH_AT"
+MAX_TXNS_PER_BATCH = 1000  # Hive's cap on txns opened in one call
 CRASH_POINTS = ("after_open", "during_heartbeat", "after_files", "after_commit")
 FILE_SCHEMA = (
     "partition string, path string, bucket int, stmt int, rows long, bad long, "
-    "offsets string, dead_letter string"
+    "offsets string, dead_letter string, flushes string"
 )
 
 
@@ -70,6 +75,8 @@ class SinkOptions:
             it a bad record fails the batch unless ``skip_bad_records``.
         skip_bad_records: count bad records and go on (they are still reported in the log).
         txn_timeout_s: the metastore's txn timeout; heartbeats go every half of it.
+        txns_per_batch: txns in each micro-batch's transaction batch (1..1000); every
+            task file gets an intermediate footer per txn. They commit together.
         orc: ORC writer settings.
     """
 
@@ -81,6 +88,7 @@ class SinkOptions:
     dead_letter_path: str | None = None
     skip_bad_records: bool = False
     txn_timeout_s: float = 300.0
+    txns_per_batch: int = 1
     orc: OrcWriterOptions = field(default_factory=OrcWriterOptions)
 
     def __post_init__(self) -> None:
@@ -88,6 +96,10 @@ class SinkOptions:
             raise ConfigError(f"format must be json, delimited, regex or raw, got {self.format!r}")
         if self.format == "regex" and not self.regex:
             raise ConfigError("format regex needs the regex option")
+        if not 1 <= self.txns_per_batch <= MAX_TXNS_PER_BATCH:
+            raise ConfigError(
+                f"txns_per_batch must be 1..{MAX_TXNS_PER_BATCH}, got {self.txns_per_batch}"
+            )
         if not self.sink_id or not all(c.isalnum() or c in "_-." for c in self.sink_id):
             raise ConfigError(
                 f"sink_id must be letters, digits, '_', '-' or '.', got {self.sink_id!r}"
@@ -100,7 +112,7 @@ class SinkOptions:
             "format": "format", "valuecolumn": "value_column", "delimiter": "delimiter",
             "regex": "regex", "sink.id": "sink_id", "sinkid": "sink_id",
             "deadletterpath": "dead_letter_path", "skipbadrecords": "skip_bad_records",
-            "txntimeout": "txn_timeout_s",
+            "txntimeout": "txn_timeout_s", "txnsperbatch": "txns_per_batch",
         }  # fmt: skip
         kw: dict[str, Any] = {}
         for k, v in options.items():
@@ -109,9 +121,9 @@ class SinkOptions:
                 raise ConfigError(f"unknown sink option {k!r} (known: {sorted(set(known))})")
             if name == "skip_bad_records":
                 kw[name] = str(v).lower() in ("1", "true", "yes")
-            elif name == "txn_timeout_s":
+            elif name in ("txn_timeout_s", "txns_per_batch"):
                 try:
-                    kw[name] = float(v)
+                    kw[name] = float(v) if name == "txn_timeout_s" else int(v)
                 except ValueError as e:
                     raise ConfigError(f"sink option {k!r} must be a number, got {v!r}") from e
             else:
@@ -133,7 +145,7 @@ class _TaskPlan:
     bucket_cols: tuple[str, ...]
     num_buckets: int
     bucketing_version: int
-    write_id: int
+    write_ids: tuple[int, ...]  # the batch's write ids, consecutive and ascending
     options: SinkOptions
     has_offsets: bool
 
@@ -188,7 +200,10 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
 
     Runs inside ``mapInArrow`` on an executor; yields one Arrow record batch of file
     metadata (``FILE_SCHEMA``). The statement id is the Spark partition id, so two tasks
-    never write the same ROW__ID (and never the same directory).
+    never write the same ROW__ID (and never the same directory). Each file is a
+    streaming file of the whole transaction batch: its rows are spread in order over
+    the batch's write ids, with a flush (intermediate footer + side-file length) after
+    each one.
     """
     import pyarrow as pa
     from pyspark import TaskContext
@@ -256,27 +271,44 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
     if dead and plan.options.dead_letter_path:
         dstore, droot = Storage.for_path(plan.options.dead_letter_path)
         attempt = ctx.attemptNumber() if ctx is not None else 0
-        dl_path = dstore.join(droot, f"write_{plan.write_id:07d}_task_{stmt:04d}_{attempt}.jsonl")
+        dl_path = dstore.join(
+            droot, f"write_{plan.write_ids[0]:07d}_task_{stmt:04d}_{attempt}.jsonl"
+        )
         dstore.makedirs(droot)
         with dstore.create(dl_path, overwrite=True) as f:
             f.write(("\n".join(dead) + "\n").encode())
-    d = layout.delta_dir_name(plan.write_id, plan.write_id, statement_id=stmt)
+    wids = plan.write_ids
+    d = layout.delta_dir_name(wids[0], wids[-1], statement_id=stmt)
     for (part, bucket), rows in sorted(buffers.items()):
         base = storage.join(root, part) if part else root
         path = storage.join(base, d, layout.bucket_file_name(bucket))
         # A file left by an earlier, failed attempt of this task: that attempt is dead
         # (Spark retries only after a failure; speculation is refused by the driver).
         storage.delete(path)
-        with AcidFileWriter(
+        storage.delete(layout.side_file_name(path))
+        w = AcidFileWriter(
             storage, path, schema, kind="insert", bucket_id=bucket, statement_id=stmt,
-            options=plan.options.orc, engine="arrow",
-        ) as w:  # fmt: skip
-            w.insert(plan.write_id, rows)
+            streaming=True, side_file=storage.supports_flush, options=plan.options.orc,
+            engine="arrow",
+        )  # fmt: skip
+        try:
+            share, extra = divmod(len(rows), len(wids))
+            start = 0
+            for i, wid in enumerate(wids):
+                end = start + share + (1 if i < extra else 0)
+                w.insert(wid, rows[start:end])
+                w.flush()  # the txn boundary: intermediate footer + side-file length
+                start = end
+        except BaseException:
+            w.abort()
+            raise
+        w.close()
         out_rows.append({"partition": part, "path": path, "bucket": bucket, "stmt": stmt,
-                         "rows": len(rows), "bad": 0, "offsets": "", "dead_letter": ""})  # fmt: skip
+                         "rows": len(rows), "bad": 0, "offsets": "", "dead_letter": "",
+                         "flushes": json.dumps(w.flush_lengths)})  # fmt: skip
     # One extra row carries the task's offsets and bad-record count even without files.
     out_rows.append({"partition": "", "path": "", "bucket": -1, "stmt": stmt, "rows": 0, "bad": bad,
-                     "offsets": json.dumps(offsets), "dead_letter": dl_path})  # fmt: skip
+                     "offsets": json.dumps(offsets), "dead_letter": dl_path, "flushes": "[]"})  # fmt: skip
     yield pa.RecordBatch.from_pylist(out_rows, schema=_file_arrow_schema())
 
 
@@ -285,7 +317,8 @@ def _file_arrow_schema() -> Any:
 
     return pa.schema(
         [("partition", pa.string()), ("path", pa.string()), ("bucket", pa.int32()), ("stmt", pa.int32()),
-         ("rows", pa.int64()), ("bad", pa.int64()), ("offsets", pa.string()), ("dead_letter", pa.string())]
+         ("rows", pa.int64()), ("bad", pa.int64()), ("offsets", pa.string()), ("dead_letter", pa.string()),
+         ("flushes", pa.string())]
     )  # fmt: skip
 
 
@@ -399,21 +432,26 @@ class AcidSink:
         stale = [
             t for t in store.show_txns() if t.state == TxnState.OPEN and t.agent_info == self.agent
         ]
+        wids = set()
         for info in stale:
             wid = store.write_id_for_txn(info.txn_id, self.db, self.table_name)
             store.abort_txn(
                 info.txn_id, reason="stale sink txn of a dead driver (recovered at restart)"
             )
             if wid is not None:
-                self._delete_write(wid)
+                wids.add(wid)
             log.warning("recovered: aborted stale txn %s (write id %s)", info.txn_id, wid)
+        self._delete_writes(wids)
         return [t.txn_id for t in stale]
 
-    def _delete_write(self, write_id: int) -> None:
-        """Delete every delta directory of one (aborted) write id, in every partition."""
+    def _delete_writes(self, write_ids: set[int]) -> None:
+        """Delete the sink's delta directories (``delta_a_b_stmt``) whose write ids are
+        all aborted ones, in every partition. Directories that also hold another write
+        id (e.g. a compactor's output, which has no statement id anyway) are kept."""
+        if not write_ids:
+            return
         assert self._table is not None and self._table.location is not None
         storage, root = Storage.for_path(self._table.location)
-        prefix = layout.delta_dir_name(write_id, write_id) + "_"
         dirs = [root]
         if self._table.partition_keys:
             dirs = []
@@ -433,7 +471,16 @@ class AcidSink:
             if not storage.exists(d):
                 continue
             for e in storage.list_dir(d):
-                if e.is_dir and e.name.startswith(prefix):
+                parsed = layout.parse_dir_name(e.name) if e.is_dir else None
+                if (
+                    isinstance(parsed, layout.ParsedDelta)
+                    and not parsed.is_delete
+                    and parsed.statement_id >= 0
+                    and parsed.visibility_txn_id == 0
+                    and all(
+                        w in write_ids for w in range(parsed.min_write_id, parsed.max_write_id + 1)
+                    )
+                ):
                     storage.delete(e.path, recursive=True)
 
     def _last_committed(self, store: TxnStore) -> dict[str, Any] | None:
@@ -461,24 +508,34 @@ class AcidSink:
             raise ConfigError(f"the micro-batch has no column {self.options.value_column!r}")
         from ingest.heartbeat import Heartbeater
 
-        txn = store.open_txns(1, user=os.environ.get("USER", "spark"), host=socket.gethostname(),
-                              agent_info=self.agent)[0]  # fmt: skip
+        k = self.options.txns_per_batch
+        txns = store.open_txns(k, user=os.environ.get("USER", "spark"), host=socket.gethostname(),
+                               agent_info=self.agent)  # fmt: skip
         committed = False
         hb: Heartbeater | None = None
         try:
-            write_id = store.allocate_write_ids([txn], self.db, self.table_name)[txn]
-            req = LockRequest(
-                components=(LockComponent(LockType.SHARED_READ, self.db, self.table_name, None,
-                                          operation=DataOperationType.INSERT,
-                                          is_dynamic_partition_write=bool(table.partition_keys)),),
-                txn_id=txn, agent_info=self.agent,
-            )  # fmt: skip
-            if store.lock(req, wait_s=60).state != LockState.ACQUIRED:
-                raise TransactionError(f"Unable to acquire lock on {table.full_name} for txn {txn}")
+            if len(txns) != k:
+                raise TransactionError(f"asked for {k} txns, the metastore opened {len(txns)}")
+            by_txn = store.allocate_write_ids(txns, self.db, self.table_name)
+            write_ids = tuple(by_txn[t] for t in txns)
+            if write_ids != tuple(range(write_ids[0], write_ids[0] + k)):
+                # One allocation call hands out consecutive ids; the delta name relies on it.
+                raise TransactionError(f"write ids {write_ids} of one batch are not consecutive")
+            for txn in txns:
+                req = LockRequest(
+                    components=(LockComponent(LockType.SHARED_READ, self.db, self.table_name, None,
+                                              operation=DataOperationType.INSERT,
+                                              is_dynamic_partition_write=bool(table.partition_keys)),),
+                    txn_id=txn, agent_info=self.agent,
+                )  # fmt: skip
+                if store.lock(req, wait_s=60).state != LockState.ACQUIRED:
+                    raise TransactionError(
+                        f"Unable to acquire lock on {table.full_name} for txn {txn}"
+                    )
             _crash_point("after_open")
             lost: list[frozenset[int]] = []
             hb = Heartbeater(open_store(store.url), interval_s=self.options.txn_timeout_s / 2,
-                             txn_range=lambda: (txn, txn), on_lost=lost.append)  # fmt: skip
+                             txn_range=lambda: (txns[0], txns[-1]), on_lost=lost.append)  # fmt: skip
             hb.start()
             _crash_point("during_heartbeat")
             plan = _TaskPlan(
@@ -488,7 +545,7 @@ class AcidSink:
                 bucket_cols=table.bucket_cols,
                 num_buckets=table.num_buckets,
                 bucketing_version=table.bucketing_version,
-                write_id=write_id,
+                write_ids=write_ids,
                 options=self.options,
                 has_offsets={"topic", "partition", "offset"} <= set(batch_df.columns),
             )
@@ -503,7 +560,7 @@ class AcidSink:
             _crash_point("after_files")
             if lost:
                 raise TransactionError(
-                    f"txn {txn} was aborted while the batch ran (heartbeat lost)"
+                    f"txns {sorted(lost[0])} were aborted while the batch ran (heartbeat lost)"
                 )
             rows = sum(int(f["rows"]) for f in files)
             bad = sum(int(f["bad"]) for f in files)
@@ -513,37 +570,45 @@ class AcidSink:
                     offsets = _merge_offsets(offsets, json.loads(f["offsets"]))
             parts = sorted({f["partition"] for f in files if f["path"] and f["partition"]})
             if parts:
-                # Registers the partitions in the catalog too (Hive's addDynamicPartitions).
-                store.add_dynamic_partitions(txn, write_id, self.db, self.table_name, parts,
-                                             DataOperationType.INSERT)  # fmt: skip
+                # Every file holds rows of every txn of the batch. Registers the partitions
+                # in the catalog too (Hive's addDynamicPartitions).
+                for txn, wid in zip(txns, write_ids, strict=True):
+                    store.add_dynamic_partitions(txn, wid, self.db, self.table_name, parts,
+                                                 DataOperationType.INSERT)  # fmt: skip
+            wrange = [write_ids[0], write_ids[-1]]
             value = json.dumps({"sink_id": self.options.sink_id, "lineage": self.lineage, "batch_id": batch_id, "offsets": offsets,
-                                "write_id": write_id, "txn_id": txn, "rows": rows, "bad_records": bad})  # fmt: skip
-            store.commit_txn(
-                txn, key=self.options.meta_key, value=value, db=self.db, table=self.table_name
+                                "write_ids": wrange, "txn_ids": [txns[0], txns[-1]], "rows": rows, "bad_records": bad})  # fmt: skip
+            store.commit_txns(
+                txns, key=self.options.meta_key, value=value, db=self.db, table=self.table_name
             )
             committed = True
             _crash_point("after_commit")
             self.batches_committed += 1
-            self.last_batch_stats = {"batch_id": batch_id, "txn_id": txn, "write_id": write_id, "rows": rows,
+            self.last_batch_stats = {"batch_id": batch_id, "txn_ids": list(txns), "write_ids": wrange, "rows": rows,
                                      "bad_records": bad, "files": sum(1 for f in files if f["path"]),
-                                     "partitions": parts, "seconds": time.monotonic() - t0}  # fmt: skip
-            log.info("batch %s: %s rows in write id %s (%s bad)", batch_id, rows, write_id, bad)
+                                     "partitions": parts, "seconds": time.monotonic() - t0,
+                                     # the length at each txn boundary (intermediate footer) per file
+                                     "flush_lengths": {f["path"]: json.loads(f["flushes"]) for f in files if f["path"]}}  # fmt: skip
+            log.info("batch %s: %s rows in write ids %s..%s (%s bad)", batch_id, rows, *wrange, bad)
         except BaseException:
             if not committed:
-                self._abort(txn, store)
+                self._abort(txns, store)
             raise
         finally:
             if hb is not None:
                 hb.stop()
 
-    def _abort(self, txn: int, store: TxnStore) -> None:
+    def _abort(self, txns: list[int], store: TxnStore) -> None:
         try:
-            wid = store.write_id_for_txn(txn, self.db, self.table_name)
-            store.abort_txn(txn, reason="micro-batch failed before commit")
-            if wid is not None:
-                self._delete_write(wid)
+            wids = set()
+            for txn in txns:
+                wid = store.write_id_for_txn(txn, self.db, self.table_name)
+                store.abort_txn(txn, reason="micro-batch failed before commit")
+                if wid is not None:
+                    wids.add(wid)
+            self._delete_writes(wids)
         except (AcidStreamError, OSError) as e:
-            log.error("could not abort txn %s after a failed batch: %s (the reaper will)", txn, e)
+            log.error("could not abort txns %s after a failed batch: %s (the reaper will)", txns, e)
 
     def close(self) -> None:
         if self._store is not None:

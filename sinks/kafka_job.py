@@ -191,7 +191,7 @@ def run_kafka_job(
         if sink.last_batch_stats.get("batch_id") == batch_id:
             st = sink.last_batch_stats
             rows += int(st["rows"])
-            print(f"batch {batch_id}: {st['rows']:,} rows, write id {st['write_id']}, {st['files']} files, "
+            print(f"batch {batch_id}: {st['rows']:,} rows, write ids {st['write_ids'][0]}..{st['write_ids'][1]}, {st['files']} files, "
                   f"{st['bad_records']} bad, {st['seconds']:.2f}s", flush=True)  # fmt: skip
 
     writer = (

@@ -20,7 +20,6 @@ from acid.storage import Storage
 from acid.writer import AcidFileWriter
 from tests.acid.writer_cases import ALL_TYPES, all_types_row
 
-
 # root, 6 event fields, 17 table columns and 5 nested (array element, map key/value, 2 struct fields)
 N_COLUMNS = 1 + 6 + 17 + 5
 
@@ -30,7 +29,9 @@ def _events(sizes: tuple[int, ...]) -> list[tuple[int, list[tuple[Any, ...]]]]:
     start = 0
     for k, n in enumerate(sizes):
         rows = [
-            tuple([None] * len(ALL_TYPES.columns)) if (start + i) % 5 == 4 else all_types_row(start + i)
+            tuple([None] * len(ALL_TYPES.columns))
+            if (start + i) % 5 == 4
+            else all_types_row(start + i)
             for i in range(n)
         ]
         out.append((k + 1, rows))
@@ -64,8 +65,9 @@ def test_stitched_statistics_equal_one_file(tmp_path: Path, sizes: tuple[int, ..
         assert a == b, f"column {col}"
 
 
-def _stat(**typed: Any) -> bytes:
-    return _encode([(n, w, v) for n, w, v in typed["fields"]])
+def _decode(msg: Any) -> dict[int, Any]:
+    assert isinstance(msg, bytes)
+    return {n: v for n, _, v in _fields(msg)}
 
 
 def _zz(v: int) -> int:
@@ -74,10 +76,12 @@ def _zz(v: int) -> int:
 
 def test_int_sum_overflow_is_dropped() -> None:
     big = (1 << 63) - 10
-    a = _encode([(1, 0, 1), (2, 2, _encode([(1, 0, _zz(big)), (2, 0, _zz(big)), (3, 0, _zz(big))]))])
+    a = _encode(
+        [(1, 0, 1), (2, 2, _encode([(1, 0, _zz(big)), (2, 0, _zz(big)), (3, 0, _zz(big))]))]
+    )
     b = _encode([(1, 0, 1), (2, 2, _encode([(1, 0, _zz(20)), (2, 0, _zz(20)), (3, 0, _zz(20))]))])
-    merged = dict((n, v) for n, _, v in _fields(merge_column_statistics(a, b)))
-    ints = {n: v for n, _, v in _fields(merged[2])}  # type: ignore[arg-type]
+    merged = _decode(merge_column_statistics(a, b))
+    ints = _decode(merged[2])
     assert merged[1] == 2
     assert ints[1] == _zz(20) and ints[2] == _zz(big)
     assert 3 not in ints  # the sum overflowed a long: ORC records none
@@ -86,9 +90,11 @@ def test_int_sum_overflow_is_dropped() -> None:
 def test_piece_without_values_keeps_the_other_sides_min_max() -> None:
     dbl = lambda x: struct.pack("<d", x)  # noqa: E731
     a = _encode([(1, 0, 0), (3, 2, b""), (10, 0, 1)])  # all NULL: no min/max
-    b = _encode([(1, 0, 2), (3, 2, _encode([(1, 1, dbl(-1.5)), (2, 1, dbl(4.0)), (3, 1, dbl(2.5))]))])
-    merged = {n: v for n, _, v in _fields(merge_column_statistics(a, b))}
-    d = {n: struct.unpack("<d", v)[0] for n, _, v in _fields(merged[3])}  # type: ignore[arg-type]
+    b = _encode(
+        [(1, 0, 2), (3, 2, _encode([(1, 1, dbl(-1.5)), (2, 1, dbl(4.0)), (3, 1, dbl(2.5))]))]
+    )
+    merged = _decode(merge_column_statistics(a, b))
+    d = {n: struct.unpack("<d", v)[0] for n, v in _decode(merged[3]).items()}
     assert merged[1] == 2 and merged[10] == 1
     assert d == {1: -1.5, 2: 4.0, 3: 2.5}
 
@@ -96,7 +102,7 @@ def test_piece_without_values_keeps_the_other_sides_min_max() -> None:
 def test_string_bounds_stay_bounds() -> None:
     a = _encode([(1, 0, 1), (4, 2, _encode([(4, 2, b"aaa"), (5, 2, b"zzz"), (3, 0, _zz(3000))]))])
     b = _encode([(1, 0, 1), (4, 2, _encode([(1, 2, b"b"), (2, 2, b"c"), (3, 0, _zz(1))]))])
-    s = {n: v for n, _, v in _fields(dict((n, v) for n, _, v in _fields(merge_column_statistics(a, b)))[4])}  # type: ignore[arg-type]
+    s = _decode(_decode(merge_column_statistics(a, b))[4])
     # The smaller value is the truncated lower bound of a: it stays a bound (field 4), not a min.
     assert s[4] == b"aaa" and 1 not in s
     assert s[5] == b"zzz" and 2 not in s

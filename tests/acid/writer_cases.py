@@ -104,7 +104,9 @@ def streaming_batch(
         else:
             # Every third row NULL in all columns: statistics must merge hasNull too.
             rows = [
-                tuple([None] * len(schema.columns)) if (total + i) % 3 == 2 else all_types_row(total + i)
+                tuple([None] * len(schema.columns))
+                if (total + i) % 3 == 2
+                else all_types_row(total + i)
                 for i in range(size)
             ]
         w.insert(wid, rows)

@@ -39,10 +39,12 @@ def _ids(store: TxnStore) -> list[int]:
     return sorted(snapshot_read(store, t).column("id").to_pylist())
 
 
-def test_micro_batches_commit_once_and_replays_are_skipped(spark: Any, env: dict[str, Any]) -> None:
-    sink = AcidSink(
-        table="ev", metastore=env["url"], warehouse=env["wh"], options=SinkOptions(sink_id="s1")
-    )
+@pytest.mark.parametrize("txns_per_batch", [1, 3])
+def test_micro_batches_commit_once_and_replays_are_skipped(
+    spark: Any, env: dict[str, Any], txns_per_batch: int
+) -> None:
+    sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
+                    options=SinkOptions(sink_id="s1", txns_per_batch=txns_per_batch))  # fmt: skip
     sink(_df(spark, list(range(100))), 0)
     sink(_df(spark, list(range(100, 150))), 1)
     sink(_df(spark, list(range(100, 150))), 1)  # Spark replays batch 1 after a restart
@@ -63,6 +65,61 @@ def test_micro_batches_commit_once_and_replays_are_skipped(spark: Any, env: dict
     ]
     assert len({k[2] for k in keys}) > 1  # several tasks, several statement ids
     assert len(set(keys)) == len(keys) == 150
+    # Two batches of k txns each: write ids 1..2k, every txn of both committed.
+    assert {k[1] for k in keys} == set(range(1, 2 * txns_per_batch + 1))
+    assert [t.state for t in store.show_txns()] == [TxnState.COMMITTED] * 2 * txns_per_batch
+    assert meta["write_ids"] == [txns_per_batch + 1, 2 * txns_per_batch]
+    sink.close()
+
+
+def test_each_task_file_is_a_streaming_file_of_the_transaction_batch(
+    spark: Any, env: dict[str, Any], jvm_orc: Any
+) -> None:
+    k = 4
+    sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
+                    options=SinkOptions(txns_per_batch=k))  # fmt: skip
+    sink(_df(spark, list(range(300))), 0)
+    stats = sink.last_batch_stats
+    assert stats["write_ids"] == [1, k] and len(stats["txn_ids"]) == k
+    store: TxnStore = env["store"]
+    assert _ids(store) == list(range(300))
+    files = stats["flush_lengths"]
+    assert len(files) == stats["files"] >= 3  # 3 partitions x the tasks that had rows for them
+    assert not list(Path(env["wh"]).rglob("*_flush_length"))  # removed when each file closed
+    for path, lengths in files.items():
+        assert Path(path).parent.name.startswith("delta_0000001_0000004_")
+        assert len(lengths) == k and lengths == sorted(lengths)
+        # ORC Java (Hive's reader) opens the file at each txn boundary: the rows of txns
+        # 1..i, their rowIds restarting at 0 per write id, and the ACID metadata.
+        whole = jvm_orc.read(path, max_length=None)
+        per_txn = []
+        for length in lengths:
+            got = jvm_orc.read(path, max_length=length)
+            per_txn.append(got["rows"] - sum(per_txn))
+            assert got["metadata"]["hive.acid.stats"].startswith(f"{got['rows']},0,0")
+        assert sum(per_txn) == whole["rows"]
+        assert max(per_txn) - min(per_txn) <= 1  # the task's rows spread evenly over the txns
+    rows = snapshot_read(store, store.get_table("default", "ev"), include_row_id=True).to_pylist()
+    by_wid: dict[int, int] = {}
+    for r in rows:
+        by_wid[r["row__id"]["writeid"]] = by_wid.get(r["row__id"]["writeid"], 0) + 1
+    assert sorted(by_wid) == [1, 2, 3, 4] and sum(by_wid.values()) == 300
+    sink.close()
+
+
+def test_a_failed_transaction_batch_aborts_every_txn_and_deletes_its_files(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
+                    options=SinkOptions(txns_per_batch=3))  # fmt: skip
+    with pytest.raises(Exception, match="bad record"):
+        sink(_df(spark, list(range(30)), bad=["{oops"]), 0)
+    store: TxnStore = env["store"]
+    assert [t.state for t in store.show_txns()] == [TxnState.ABORTED] * 3
+    assert not list(Path(env["wh"]).rglob("delta_*"))
+    assert _ids(store) == []
+    sink(_df(spark, list(range(30))), 0)
+    assert _ids(store) == list(range(30))
     sink.close()
 
 
@@ -101,14 +158,24 @@ def test_stale_txn_of_a_dead_driver_is_aborted_and_its_files_deleted(
     store: TxnStore = env["store"]
     sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"])
     # A previous driver opened a txn and wrote files, then died before committing.
-    txn = store.open_txns(1, user="u", host="h", agent_info=sink.agent)[0]
-    wid = store.allocate_write_ids([txn], "default", "ev")[txn]
-    stale_dir = Path(env["wh"]) / "ev" / "ds=d0" / f"delta_{wid:07d}_{wid:07d}_0000"
+    txns = store.open_txns(2, user="u", host="h", agent_info=sink.agent)
+    wids = store.allocate_write_ids(txns, "default", "ev")
+    lo, hi = wids[txns[0]], wids[txns[1]]
+    stale_dir = Path(env["wh"]) / "ev" / "ds=d0" / f"delta_{lo:07d}_{hi:07d}_0000"
     stale_dir.mkdir(parents=True)
     (stale_dir / "bucket_00000").write_bytes(b"partial")
+    (stale_dir / "bucket_00000_flush_length").write_bytes(b"\0" * 8)
+    # A directory that holds a committed write id too is never deleted.
+    (other,) = store.open_txns(1, user="u", host="h")
+    ow = store.allocate_write_ids([other], "default", "ev")[other]
+    store.commit_txn(other)
+    kept = Path(env["wh"]) / "ev" / "ds=d0" / f"delta_{lo:07d}_{ow:07d}_0001"
+    kept.mkdir(parents=True)
     sink(_df(spark, [1, 2, 3]), 0)
-    assert store.txn_state(txn) == TxnState.ABORTED
+    assert [store.txn_state(t) for t in txns] == [TxnState.ABORTED] * 2
     assert not stale_dir.exists()
+    assert kept.exists()
+    kept.rmdir()
     assert _ids(store) == [1, 2, 3]
     sink.close()
 
@@ -124,6 +191,11 @@ def test_sink_options_are_parsed_once_with_clear_errors() -> None:
         SinkOptions(format="xml")
     with pytest.raises(Exception, match="sink_id"):
         SinkOptions(sink_id="a b")
+    assert SinkOptions.from_options({"txnsPerBatch": "10"}).txns_per_batch == 10
+    with pytest.raises(Exception, match=r"txns_per_batch must be 1\.\.1000"):
+        SinkOptions(txns_per_batch=0)
+    with pytest.raises(Exception, match="must be a number"):
+        SinkOptions.from_options({"txnsPerBatch": "many"})
 
 
 def test_raw_format_stores_the_value_as_is(spark: Any, tmp_path: Path) -> None:

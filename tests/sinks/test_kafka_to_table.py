@@ -146,6 +146,8 @@ def test_driver_killed_at_each_step_loses_and_duplicates_nothing(
         "table.partitioned_by": "ds string", "warehouse": str(tmp_path / "wh"),
         "checkpoint": str(tmp_path / "ckpt"), "sink.sink_id": "crash", "spark.master": "local[2]",
         "kafka.max_offsets_per_trigger": 300,
+        # Each micro-batch a transaction batch of 3 txns (their files a footer per txn).
+        "sink.txns_per_batch": 3,
     }  # fmt: skip
     first = _run_driver(flat, kafka_broker.bootstrap, crash)
     assert first.returncode == -signal.SIGKILL, first.stdout + first.stderr
@@ -181,6 +183,9 @@ def test_driver_killed_at_each_step_loses_and_duplicates_nothing(
         }
     finally:
         store.close()
+    assert deltas
     for d in deltas:
-        wid = int(d.name.split("_")[1])
-        assert wid not in aborted_wids, f"files of aborted write id {wid} were not cleaned up: {d}"
+        lo, hi = int(d.name.split("_")[1]), int(d.name.split("_")[2])
+        assert hi - lo + 1 == 3  # one directory per task for the batch's 3 write ids
+        assert not aborted_wids & set(range(lo, hi + 1)), f"aborted files not cleaned up: {d}"
+    assert not list(Path(cfg.warehouse).rglob("*_flush_length"))  # closed files keep no side file
