@@ -7,7 +7,7 @@ Spark, each from a fresh checkpoint:
   * acid:  ``foreachBatch(AcidSink(...))`` into a partitioned Hive ACID table, exactly once.
 Target: acid >= 0.8x the floor. Prints events/s of both and the ratio.
 
-Usage: python benchmarks/kafka_to_table.py [--events 1000000] [--partitions 3]
+Usage: python benchmarks/kafka_to_table.py [--events 1000000] [--partitions 3] [--txns-per-batch 1]
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def main() -> int:
     )
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument(
+        "--txns-per-batch", type=int, default=1, help="txns in each micro-batch's transaction batch"
+    )
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="acid_kafka_bench_"))
     try:
@@ -84,6 +87,7 @@ def main() -> int:
                     "warehouse": str(root / "wh"),
                     "checkpoint": str(root / "acid_ckpt"),
                     "sink.sink_id": "bench",
+                    "sink.txns_per_batch": args.txns_per_batch,
                 },
                 env={},
             )
@@ -103,6 +107,7 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     ratio = floor / res.seconds
     print()
+    print(f"txns per micro-batch: {args.txns_per_batch}")
     print(f"{'writer':<36} {'events/s':>12} {'seconds':>8}")
     print(f"{'floor: batch_df.write.orc':<36} {args.events / floor:>12,.0f} {floor:>8.1f}")
     print(
