@@ -2,9 +2,9 @@
 
 pyarrow's columnar ORC writer is several times faster than pyorc's row writer but
 cannot write intermediate footers. A streaming ACID file needs one at every
-transaction boundary, so each transaction's rows are written by pyarrow as a
-complete ORC file in memory, and this module appends that file's stripes to the
-real file and writes a tail describing every stripe so far: ORC stripes are
+transaction boundary, so the rows of each transaction are written by pyarrow as a
+complete ORC file (a "piece") whose stripes go straight into the real file, and
+this module replaces the piece's own tail by one describing every stripe so far: ORC stripes are
 self-contained (stream offsets are relative to the stripe), which is what ORC's
 own ``mergeFiles`` and Hive's ``CONCATENATE`` rely on. The result is exactly the
 layout ORC Java's ``writeIntermediateFooter`` produces:
@@ -297,19 +297,30 @@ class StripeStitcher:
         return self._rows
 
     def append(self, orc_file: bytes) -> bytes:
-        """Take a complete ORC file; return the bytes to append to the output next."""
+        """Take a complete ORC file held in memory; return the bytes to append next."""
         if not orc_file.startswith(_HEADER):
             raise AcidFormatError("not an ORC file (no ORC header)")
         tail = parse_tail(orc_file)
-        footer = _as_dict(tail.footer_fields)
-        header = _int(footer, 1) or len(_HEADER)
+        header = _int(_as_dict(tail.footer_fields), 1) or len(_HEADER)
         # In a complete file the stripes end where the tail begins (contentLength is not
         # used: ORC's C++ and Java writers disagree on whether it counts the header).
-        content_end = len(orc_file) - tail.tail_length
-        out = bytearray()
-        if self.position == 0:
-            out += _HEADER
-        shift = self.position + len(out) - header
+        body = orc_file[header : len(orc_file) - tail.tail_length]
+        lead = _HEADER if self.position == 0 else b""
+        self.add_piece(tail, body_start=self.position + len(lead), body_length=len(body))
+        return lead + body
+
+    @property
+    def next_body_start(self) -> int:
+        """Where the next piece's stripes land (after the file header for the first)."""
+        return self.position or len(_HEADER)
+
+    def add_piece(self, tail: OrcTail, *, body_start: int, body_length: int) -> None:
+        """Register a piece whose stripes (its bytes after its own ``ORC`` header) the
+        caller wrote at ``body_start``, ``body_length`` bytes long (the file header, for
+        the first piece, is the caller's too)."""
+        footer = _as_dict(tail.footer_fields)
+        header = _int(footer, 1) or len(_HEADER)
+        shift = body_start - header
         if self._template is not None:
             t = self._template
             if (t.compression, t.block_size) != (tail.compression, tail.block_size):
@@ -340,9 +351,7 @@ class StripeStitcher:
             ]
         self._stripe_stats += _decompress(tail.metadata_section, tail.compression)
         self._rows += _int(footer, 6) or 0
-        out += orc_file[header:content_end]
-        self.position += len(out)
-        return bytes(out)
+        self.position = body_start + body_length
 
     def tail(self, *, metadata: Mapping[str, bytes], types: list[bytes] | None = None) -> bytes:
         """The tail (metadata section, footer, postscript, length byte) for everything

@@ -171,6 +171,50 @@ class _TailCapture(io.RawIOBase):
         pass
 
 
+class _PieceCapture(io.RawIOBase):
+    """The file object one stitched piece's pyarrow writer writes to.
+
+    Stripes go straight to the real file as pyarrow emits them (memory stays at one
+    stripe), minus the piece's own ``ORC`` header unless it is the file's first piece;
+    while the piece is closed the bytes (last stripe + the piece's tail) are held so the
+    tail can be replaced by one covering the whole file.
+    """
+
+    def __init__(self, raw: IO[bytes], *, first: bool) -> None:
+        super().__init__()
+        self.raw = raw
+        self.header_left = 3  # len(b"ORC"): the file's header if first, else dropped
+        self.first = first
+        self.passed = 0  # body bytes written through (header excluded)
+        self.holding = False
+        self.held = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        n = len(b)
+        data = bytes(b)
+        if self.header_left:
+            cut = min(self.header_left, len(data))
+            self.header_left -= cut
+            if self.first:
+                self.raw.write(data[:cut])
+            data = data[cut:]
+        if self.holding:
+            self.held += data
+        elif data:
+            self.raw.write(data)
+            self.passed += len(data)
+        return n
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass(frozen=True, slots=True)
 class _Segment:
     """Rows ``[start, start+n)`` of the file: a run of one write id, or explicit keys."""
@@ -200,8 +244,8 @@ class AcidFileWriter:
         statement_id: the statement id encoded into ``bucket`` (-1 encodes as 0).
         streaming: the file takes intermediate footers (``flush``). With pyorc that
             forces ``batch_size=1`` so each footer covers every row written before it;
-            with the arrow engine each flush's rows are written as a complete ORC file in
-            memory and stitched onto the file (``acid.orc_stitch``).
+            with the arrow engine each flush's rows are a complete ORC file whose stripes
+            stream into the file and whose tail is replaced (``acid.orc_stitch``).
         side_file: keep the ``_flush_length`` side file (transaction batches of more
             than one txn); requires ``streaming``.
         options: base ORC settings; deltas derive theirs.
@@ -265,7 +309,8 @@ class AcidFileWriter:
         self._columnar = engine == "arrow"
         # Streaming on the arrow engine: the rows since the last flush, as an ORC file in memory.
         self._stitch: StripeStitcher | None = None
-        self._piece: io.BytesIO | None = None
+        self._piece: _PieceCapture | None = None
+        self._piece_start = 0
         if engine == "pyorc":
             self._orc = pyorc.Writer(
                 cast(BinaryIO, self._capture),
@@ -435,10 +480,13 @@ class AcidFileWriter:
             ],
             names=list(_EVENT_NAMES),
         )
-        if self._arrow is None:
-            self._piece = io.BytesIO()
+        if self._arrow is None and self._stitch is not None:
+            # A new piece: its stripes stream to the file as pyarrow cuts them.
+            self._piece = _PieceCapture(self._raw, first=self._stitch.position == 0)
+            self._piece_start = self._stitch.next_body_start
             self._arrow = pa_orc.ORCWriter(self._piece, **self.options.arrow_kwargs())
-        self._arrow.write(table)
+        writer: Any = self._arrow
+        writer.write(table)
 
     def delete(self, write_id: int, keys: Sequence[tuple[int, int, int]]) -> int:
         """Append delete events ``(originalTransaction, bucket, rowId)`` made by ``write_id``.
@@ -555,10 +603,15 @@ class AcidFileWriter:
         file) and a tail covering the whole file. Returns the file's length."""
         assert self._stitch is not None
         if self._arrow is not None and self._piece is not None:
+            piece = self._piece
+            piece.holding = True  # the last stripe and the piece's own tail
             self._arrow.close()
-            self._arrow = None
-            self._raw.write(self._stitch.append(self._piece.getvalue()))
-            self._piece = None
+            self._arrow = self._piece = None
+            held = bytes(piece.held)
+            tail = parse_tail(held)
+            self._raw.write(held[: len(held) - tail.tail_length])
+            body = piece.passed + len(held) - tail.tail_length
+            self._stitch.add_piece(tail, body_start=self._piece_start, body_length=body)
             self._raw.write(
                 self._stitch.tail(
                     metadata=self._metadata(self._stitch.stripe_rows), types=self._types
@@ -609,7 +662,13 @@ class AcidFileWriter:
             return
         if self._side is None and self._stitch is not None:
             self._closed = True
-            self._arrow = self._piece = None  # the pending piece is simply dropped
+            if self._arrow is not None and self._piece is not None:
+                self._piece.holding = True  # close the pending piece into the void
+                try:
+                    self._arrow.close()
+                except Exception as e:  # the file is being thrown away
+                    log.debug("closing aborted piece of %s: %s", self.path, e)
+            self._arrow = self._piece = None
             self._raw.close()
             self.storage.delete(self.path)
             return

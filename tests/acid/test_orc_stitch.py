@@ -124,3 +124,26 @@ def test_pieces_must_share_compression(tmp_path: Path) -> None:
         st.append(piece("uncompressed"))
     with pytest.raises(AcidFormatError, match="not an ORC file"):
         st.append(b"PAR1....")
+
+
+def test_stitched_stripes_stream_to_the_file_before_the_flush(tmp_path: Path) -> None:
+    """Memory stays at about one stripe: stripes reach the file as pyarrow cuts them."""
+    from acid.writer import OrcWriterOptions
+    from tests.acid.writer_cases import SIMPLE, simple_rows
+
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, layout.delta_dir_name(1, 2), "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True,
+                       side_file=True, engine="arrow",
+                       options=OrcWriterOptions(stripe_size=64 * 1024 * 8))  # fmt: skip
+    w.insert(1, simple_rows(10))
+    first = w.flush()
+    w.insert(2, simple_rows(200_000, seed=2))
+    before_flush = Path(path).stat().st_size
+    second = w.flush()
+    w.close()
+    # Most of the second txn's stripes were on disk before its flush wrote the tail.
+    assert before_flush - first > (second - first) * 0.5
+    r = pyorc.Reader(io.BytesIO(Path(path).read_bytes()))
+    assert len(r) == 200_010 and r.num_of_stripes > 3
+    assert [row[3] for row in r.read_stripe(0)] == list(range(10))
