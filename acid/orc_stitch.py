@@ -200,7 +200,7 @@ def _merge_bucket(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[
         if raw is None:
             v = _int(d, 1)  # an unpacked single count
             return [] if v is None else [v]
-        return [v for _, _, v in _fields_of_varints(raw)]
+        return _varints(raw)
 
     ca, cb = counts(a), counts(b)
     n = max(len(ca), len(cb))
@@ -210,12 +210,13 @@ def _merge_bucket(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[
     return [(1, _LEN, b"".join(encode_varint(v) for v in total))]
 
 
-def _fields_of_varints(raw: bytes) -> list[tuple[int, int, int]]:
+def _varints(raw: bytes) -> list[int]:
+    """The values of a packed repeated varint field."""
     out = []
     pos = 0
     while pos < len(raw):
         v, pos = _read_varint(raw, pos)
-        out.append((0, _VARINT, v))
+        out.append(v)
     return out
 
 

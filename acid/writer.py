@@ -660,39 +660,29 @@ class AcidFileWriter:
         and the aborted rows stay hidden by their write id."""
         if self._closed:
             return
-        if self._side is None and self._stitch is not None:
-            self._closed = True
-            if self._arrow is not None and self._piece is not None:
-                self._piece.holding = True  # close the pending piece into the void
-                try:
-                    self._arrow.close()
-                except Exception as e:  # the file is being thrown away
-                    log.debug("closing aborted piece of %s: %s", self.path, e)
+        if self._side is not None:
+            self.close()
+            return
+        self._closed = True
+        # Close the ORC writer into the void: its destructor must not write to a closed file.
+        sink = self._piece if self._stitch is not None else self._capture
+        try:
+            if sink is not None:
+                sink.holding = True
+            if self._stitch is None and self._arrow is not None and self._rows == 0:
+                # pyarrow creates its ORC writer on the first write: give it the schema.
+                self._write_events(INSERT_OP, [], [], [], 0, pa.array([], self._row_type))
+            if self._arrow is not None:
+                self._arrow.close()
+            elif self._orc is not None:
+                self._orc.close()
+        except Exception as e:  # the file is being thrown away; say why, do not mask the caller's
+            log.debug("closing aborted writer of %s: %s", self.path, e)
+        finally:
             self._arrow = self._piece = None
+            self._capture.held.clear()
             self._raw.close()
             self.storage.delete(self.path)
-            return
-        if self._side is None:
-            self._closed = True
-            # Close the ORC writer into the void: its destructor must not write to a closed file.
-            self._capture.holding = True
-            try:
-                if self._arrow is not None:
-                    if self._rows == 0:
-                        self._write_events(INSERT_OP, [], [], [], 0, pa.array([], self._row_type))
-                    self._arrow.close()
-                else:
-                    self._orc.close()
-            except (
-                Exception
-            ) as e:  # the file is being thrown away; say why, do not mask the caller's error
-                log.debug("closing aborted writer of %s: %s", self.path, e)
-            finally:
-                self._capture.held.clear()
-                self._raw.close()
-                self.storage.delete(self.path)
-            return
-        self.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -147,3 +147,22 @@ def test_stitched_stripes_stream_to_the_file_before_the_flush(tmp_path: Path) ->
     r = pyorc.Reader(io.BytesIO(Path(path).read_bytes()))
     assert len(r) == 200_010 and r.num_of_stripes > 3
     assert [row[3] for row in r.read_stripe(0)] == list(range(10))
+
+
+@pytest.mark.parametrize("flushed_first", [False, True])
+def test_aborting_a_stitched_file_without_side_file_deletes_it(
+    tmp_path: Path, flushed_first: bool
+) -> None:
+    from tests.acid.writer_cases import SIMPLE, simple_rows
+
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, layout.delta_dir_name(1, 1), "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True,
+                       engine="arrow")  # fmt: skip
+    w.insert(1, simple_rows(100))
+    if flushed_first:
+        w.flush()
+        w.insert(1, simple_rows(5, seed=3))
+    w.abort()
+    assert not Path(path).exists()
+    assert not Path(layout.side_file_name(path)).exists()
