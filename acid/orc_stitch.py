@@ -36,7 +36,6 @@ from acid.orc_tail import (
     _metadata_items,
     _read_varint,
     encode_varint,
-    parse_tail,
 )
 
 __all__ = ["StripeStitcher", "merge_column_statistics"]
@@ -281,8 +280,9 @@ def merge_column_statistics(a: bytes, b: bytes) -> bytes:
 # --------------------------------------------------------------------- stitcher
 class StripeStitcher:
     """Builds one ORC file from complete ORC files written with the same schema and
-    settings: ``append`` returns the bytes to write (header first, then stripes),
-    ``tail`` the footer that describes every stripe appended so far."""
+    settings, whose stripes the caller writes to the output (after the file's ``ORC``
+    header): ``add_piece`` registers each one, ``tail`` returns the footer that
+    describes every stripe so far."""
 
     def __init__(self) -> None:
         self.position = 0  # bytes handed out so far (= where the next write lands)
@@ -296,19 +296,6 @@ class StripeStitcher:
     @property
     def rows(self) -> int:
         return self._rows
-
-    def append(self, orc_file: bytes) -> bytes:
-        """Take a complete ORC file held in memory; return the bytes to append next."""
-        if not orc_file.startswith(_HEADER):
-            raise AcidFormatError("not an ORC file (no ORC header)")
-        tail = parse_tail(orc_file)
-        header = _int(_as_dict(tail.footer_fields), 1) or len(_HEADER)
-        # In a complete file the stripes end where the tail begins (contentLength is not
-        # used: ORC's C++ and Java writers disagree on whether it counts the header).
-        body = orc_file[header : len(orc_file) - tail.tail_length]
-        lead = _HEADER if self.position == 0 else b""
-        self.add_piece(tail, body_start=self.position + len(lead), body_length=len(body))
-        return lead + body
 
     @property
     def next_body_start(self) -> int:

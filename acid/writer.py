@@ -171,7 +171,7 @@ class _TailCapture(io.RawIOBase):
         pass
 
 
-class _PieceCapture(io.RawIOBase):
+class _PieceCapture(_TailCapture):
     """The file object one stitched piece's pyarrow writer writes to.
 
     Stripes go straight to the real file as pyarrow emits them (memory stays at one
@@ -181,16 +181,10 @@ class _PieceCapture(io.RawIOBase):
     """
 
     def __init__(self, raw: IO[bytes], *, first: bool) -> None:
-        super().__init__()
-        self.raw = raw
+        super().__init__(raw)
         self.header_left = 3  # len(b"ORC"): the file's header if first, else dropped
         self.first = first
         self.passed = 0  # body bytes written through (header excluded)
-        self.holding = False
-        self.held = bytearray()
-
-    def writable(self) -> bool:
-        return True
 
     def write(self, b: Any) -> int:
         n = len(b)
@@ -207,12 +201,6 @@ class _PieceCapture(io.RawIOBase):
             self.raw.write(data)
             self.passed += len(data)
         return n
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,10 +295,9 @@ class AcidFileWriter:
         self._orc: Any = None
         self._arrow: Any = None
         self._columnar = engine == "arrow"
-        # Streaming on the arrow engine: the rows since the last flush, as an ORC file in memory.
+        # Streaming on the arrow engine: the rows since the last flush are one "piece".
         self._stitch: StripeStitcher | None = None
         self._piece: _PieceCapture | None = None
-        self._piece_start = 0
         if engine == "pyorc":
             self._orc = pyorc.Writer(
                 cast(BinaryIO, self._capture),
@@ -483,7 +470,6 @@ class AcidFileWriter:
         if self._arrow is None and self._stitch is not None:
             # A new piece: its stripes stream to the file as pyarrow cuts them.
             self._piece = _PieceCapture(self._raw, first=self._stitch.position == 0)
-            self._piece_start = self._stitch.next_body_start
             self._arrow = pa_orc.ORCWriter(self._piece, **self.options.arrow_kwargs())
         writer: Any = self._arrow
         writer.write(table)
@@ -599,8 +585,8 @@ class AcidFileWriter:
         return length
 
     def _seal_piece(self) -> int:
-        """Stitched streaming: append the rows since the last flush (one in-memory ORC
-        file) and a tail covering the whole file. Returns the file's length."""
+        """Stitched streaming: finish the piece of rows since the last flush (its last
+        stripe) and write a tail covering the whole file. Returns the file's length."""
         assert self._stitch is not None
         if self._arrow is not None and self._piece is not None:
             piece = self._piece
@@ -611,7 +597,9 @@ class AcidFileWriter:
             tail = parse_tail(held)
             self._raw.write(held[: len(held) - tail.tail_length])
             body = piece.passed + len(held) - tail.tail_length
-            self._stitch.add_piece(tail, body_start=self._piece_start, body_length=body)
+            # The stitcher's position has not moved since the piece began.
+            start = self._stitch.next_body_start
+            self._stitch.add_piece(tail, body_start=start, body_length=body)
             self._raw.write(
                 self._stitch.tail(
                     metadata=self._metadata(self._stitch.stripe_rows), types=self._types

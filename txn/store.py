@@ -97,24 +97,40 @@ class TxnInfo:
     abort_reason: str | None
 
 
-def _complete_components(tx: Tx, txn_id: int, now: int, *, op: str = "commit_txn") -> None:
-    """Move a committing txn's components to COMPLETED_TXN_COMPONENTS (Hive's commitTxn)."""
+def _check_commit_key(
+    key: str | None, value: str | None, db: str | None, table: str | None
+) -> None:
+    if (key is None) != (value is None):
+        raise ValueError("key and value must be given together")
+    if key is not None:
+        if not key.startswith(TXN_KEY_START):
+            raise ValueError(f"commit key must start with {TXN_KEY_START!r}: {key!r}")
+        if db is None or table is None:
+            raise ValueError("a commit key/value needs db and table")
+
+
+def _in(ids: Sequence[int]) -> str:
+    return "(" + ",".join("?" * len(ids)) + ")"
+
+
+def _complete_components(tx: Tx, ids: Sequence[int], now: int, *, op: str) -> None:
+    """Move committing txns' components to COMPLETED_TXN_COMPONENTS (Hive's commitTxn)."""
     tx.x(
         "INSERT INTO COMPLETED_TXN_COMPONENTS (CTC_TXNID, CTC_DATABASE, CTC_TABLE, "
         "CTC_PARTITION, CTC_TIMESTAMP, CTC_WRITEID, CTC_UPDATE_DELETE) "
         "SELECT TC_TXNID, TC_DATABASE, TC_TABLE, TC_PARTITION, ?, TC_WRITEID, "
         "CASE WHEN TC_OPERATION_TYPE IN ('u', 'd') THEN 'Y' ELSE 'N' END "
-        "FROM TXN_COMPONENTS WHERE TC_TXNID = ? AND TC_OPERATION_TYPE <> 'c'",
+        f"FROM TXN_COMPONENTS WHERE TC_TXNID IN {_in(ids)} AND TC_OPERATION_TYPE <> 'c'",
         now,
-        txn_id,
+        *ids,
     )
     tx.crash_point(f"{op}.after_completed_components")
-    tx.x("DELETE FROM TXN_COMPONENTS WHERE TC_TXNID = ?", txn_id)
+    tx.x(f"DELETE FROM TXN_COMPONENTS WHERE TC_TXNID IN {_in(ids)}", *ids)
 
 
-def _mark_committed(tx: Tx, txn_id: int, now: int) -> None:
-    tx.x("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", txn_id)
-    tx.x("UPDATE TXNS SET TXN_STATE = 'c', TXN_FINISHED = ? WHERE TXN_ID = ?", now, txn_id)
+def _mark_committed(tx: Tx, ids: Sequence[int], now: int) -> None:
+    tx.x(f"DELETE FROM HIVE_LOCKS WHERE HL_TXNID IN {_in(ids)}", *ids)
+    tx.x(f"UPDATE TXNS SET TXN_STATE = 'c', TXN_FINISHED = ? WHERE TXN_ID IN {_in(ids)}", now, *ids)
 
 
 class TxnStore(CatalogOps):
@@ -354,13 +370,7 @@ class TxnStore(CatalogOps):
                 :meth:`txn_state` later, and do not delete the txn's files.
             TransactionError: no such txn, or the store failed before committing.
         """
-        if (key is None) != (value is None):
-            raise ValueError("key and value must be given together")
-        if key is not None:
-            if not key.startswith(TXN_KEY_START):
-                raise ValueError(f"commit key must start with {TXN_KEY_START!r}: {key!r}")
-            if db is None or table is None:
-                raise ValueError("a commit key/value needs db and table")
+        _check_commit_key(key, value, db, table)
 
         def body(tx: Tx) -> CommitConflictError | None:
             now = self._now_ms()
@@ -388,11 +398,11 @@ class TxnStore(CatalogOps):
                 if conflict is not None:
                     return conflict
             if comps:
-                _complete_components(tx, txn_id, now)
+                _complete_components(tx, [txn_id], now, op="commit_txn")
             if key is not None and value is not None and db is not None and table is not None:
                 catalog_sql.set_table_param(tx, db, table, key, value)
                 tx.crash_point("commit_txn.after_key_value")
-            _mark_committed(tx, txn_id, now)
+            _mark_committed(tx, [txn_id], now)
             return None
 
         conflict = self._db.run("commit_txn", body, unknown=CommitStateUnknownError)
@@ -423,23 +433,17 @@ class TxnStore(CatalogOps):
                 commit one by one, with their write-set check); the batch is partly
                 committed already; or the store failed before committing.
         """
-        if (key is None) != (value is None):
-            raise ValueError("key and value must be given together")
-        if key is not None and (not key.startswith(TXN_KEY_START) or db is None or table is None):
-            raise ValueError(
-                f"a commit key must start with {TXN_KEY_START!r} and come with db, table"
-            )
+        _check_commit_key(key, value, db, table)
         ids = sorted(set(txn_ids))
         if not ids:
             raise ValueError("no txns to commit")
 
         def body(tx: Tx) -> None:
             now = self._now_ms()
-            marks = ",".join("?" * len(ids))
             rows = tx.q(
-                f"SELECT t.TXN_ID, t.TXN_STATE, (SELECT COUNT(*) FROM TXN_COMPONENTS c "
-                f"WHERE c.TC_TXNID = t.TXN_ID AND c.TC_OPERATION_TYPE IN ('u', 'd')) "
-                f"FROM TXNS t WHERE t.TXN_ID IN ({marks}) ORDER BY t.TXN_ID"
+                "SELECT t.TXN_ID, t.TXN_STATE, (SELECT COUNT(*) FROM TXN_COMPONENTS c "
+                "WHERE c.TC_TXNID = t.TXN_ID AND c.TC_OPERATION_TYPE IN ('u', 'd')) "
+                f"FROM TXNS t WHERE t.TXN_ID IN {_in(ids)} ORDER BY t.TXN_ID"
                 + tx.for_update_of("t"),
                 *ids,
             )
@@ -462,13 +466,11 @@ class TxnStore(CatalogOps):
                 raise TransactionError(
                     f"txn {upd[0]} has update/delete components: commit it on its own"
                 )
-            for t in ids:
-                _complete_components(tx, t, now, op="commit_txns")
+            _complete_components(tx, ids, now, op="commit_txns")
             if key is not None and value is not None and db is not None and table is not None:
                 catalog_sql.set_table_param(tx, db, table, key, value)
             tx.crash_point("commit_txns.before_state")
-            for t in ids:
-                _mark_committed(tx, t, now)
+            _mark_committed(tx, ids, now)
 
         self._db.run("commit_txns", body, unknown=CommitStateUnknownError)
 
