@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup services demo test lint bench clean
+.PHONY: setup services demo test lint bench chaos chaos-replay clean
 
 setup: $(VENV)/.installed
 
@@ -28,7 +28,14 @@ test: setup services lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup services
-	$(PY) benchmarks/acid_io.py
+	for b in acid_io txn_commit streaming record_writers kafka_to_table compaction_speed http_ingest spark_read; do \
+	  echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
+
+chaos: setup services
+	$(PY) -m tests.chaos.run --iterations 200 --kafka-iterations 3 --report docs/chaos.md
+
+chaos-replay: setup services  # make chaos-replay CASE=connection-batchN-kill:20001:sqlite
+	$(PY) -m tests.chaos.run --replay $(CASE)
 
 clean:
 	rm -rf $(VENV) warehouse .pytest_cache .mypy_cache .ruff_cache

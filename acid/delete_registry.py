@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acid import bucket_codec
+from acid.directory import AcidState
 from acid.errors import AcidFormatError
 from acid.layout import ParsedDelta
 from acid.orc_inspect import AcidKey, OrcFileInfo, inspect_orc, require_acid
@@ -40,9 +41,12 @@ __all__ = [
     "DeleteKeySet",
     "RowIdGroups",
     "SortMergedDeletes",
+    "delete_files",
     "deleted_row_mask",
     "is_qualified_delete_delta",
     "key_bounds",
+    "normalize_bucket_property",
+    "normalize_key",
     "valid_write_id_mask",
 ]
 
@@ -60,6 +64,18 @@ class DeleteFile:
     bucket_id: int | None
     logical_length: int
     file_length: int
+
+
+def delete_files(state: AcidState) -> list[DeleteFile]:
+    """The non-empty bucket files of the delete deltas a snapshot (``get_acid_state``) uses."""
+    out = []
+    for d in state.delete_deltas:
+        assert isinstance(d.parsed, ParsedDelta)
+        for f in d.files:
+            if f.logical_length == 0:
+                continue
+            out.append(DeleteFile(f.path, d.parsed, f.bucket_id, f.logical_length, f.length))
+    return out
 
 
 def is_qualified_delete_delta(
@@ -120,12 +136,35 @@ def _in_interval(keys: pa.Table, lo: AcidKey, hi: AcidKey) -> pa.Table:
     return keys.filter(_ge(lo) & _le(hi))
 
 
+_V1 = 1 << 29  # BucketCodec V1's version bits; every V0 value (a plain bucket id) is below
+
+
+def normalize_bucket_property(b: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Bucket properties with every V0 value (Hive < 3: the plain bucket id, statement 0)
+    re-encoded as V1, so Hive 2's delete events match the rows they name: an original
+    file's synthetic ROW__IDs are always V1, and a key is compared whole (spec §3.1)."""
+    b = pc.cast(b, pa.int32())
+    low = pc.min(b).as_py()
+    if low is None or low >= _V1:
+        return b  # the common case: all V1 (or empty), nothing to compute
+    is_v0 = pc.and_(pc.greater_equal(b, 0), pc.less(b, _V1))
+    return pc.if_else(is_v0, pc.bit_wise_or(pc.shift_left(b, 16), _V1), b)
+
+
+def normalize_key(key: AcidKey) -> AcidKey:
+    """One key with a V0 bucket property re-encoded as V1 (see ``normalize_bucket_property``)."""
+    o, b, r = key
+    return (o, (b << 16) | _V1, r) if 0 <= b < _V1 else key
+
+
 def key_table(
     o: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, r: pa.Array | pa.ChunkedArray
 ) -> pa.Table:
-    """Three key columns as a key table with the canonical names and types."""
+    """Three key columns as a key table with the canonical names and types (V0 bucket
+    properties re-encoded as V1)."""
     return pa.table(
-        [pc.cast(o, pa.int64()), pc.cast(b, pa.int32()), pc.cast(r, pa.int64())], schema=_KEY_SCHEMA
+        [pc.cast(o, pa.int64()), normalize_bucket_property(b), pc.cast(r, pa.int64())],
+        schema=_KEY_SCHEMA,
     )
 
 
@@ -360,6 +399,7 @@ class RowIdGroups:
             return True, None
         if o.null_count or b.null_count or r.null_count:
             return False, None
+        b = normalize_bucket_property(b)
         mo = pc.min_max(o).as_py()
         mb = pc.min_max(b).as_py()
         if mo["min"] != mo["max"] or mb["min"] != mb["max"]:
@@ -447,8 +487,9 @@ class SortMergedDeletes:
             return list(range(info.nstripes))
         out = []
         prev: AcidKey | None = None
-        for j, last in enumerate(info.key_index):
-            assert last is not None
+        for j, key in enumerate(info.key_index):
+            assert key is not None
+            last = normalize_key(key)
             if last >= lo and (prev is None or prev < hi):
                 out.append(j)
             prev = last

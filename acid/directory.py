@@ -29,7 +29,7 @@ from acid.layout import (
     parse_dir_name,
     parse_original_file,
 )
-from acid.orc_inspect import inspect_orc, logical_length
+from acid.orc_inspect import OrcFileInfo, inspect_orc, logical_length
 from acid.snapshot import LONG_MAX, RangeResponse, ValidTxnList, ValidWriteIdList
 from acid.storage import FileInfo, Storage
 
@@ -275,27 +275,50 @@ def _original_bucket(name: str) -> int | None:
 
 
 def _is_raw_dir(
-    storage: Storage, path: str, parsed: ParsedBase | ParsedDelta, compacted: bool
+    storage: Storage,
+    parsed: ParsedBase | ParsedDelta,
+    compacted: bool,
+    files: list[FileInfo],
+    infos: dict[tuple[str, int], OrcFileInfo],
 ) -> bool:
-    """``MetaDataFile.isRawFormat``: only base_x / delta_x_x may hold raw (LOAD DATA) files."""
+    """``MetaDataFile.isRawFormat``: only base_x / delta_x_x may hold raw (LOAD DATA) files.
+
+    As Hive's ``chooseFile``, only a file named like an original file (``N_M`` or
+    ``N_M_copy_K``, ``originalBucketFilter``) is inspected: a directory of ``bucket_N``
+    files (every ACID writer's output) is never raw and no file of it is opened. The
+    inspected file's tail goes into ``infos`` for the row counts that follow.
+    """
     if isinstance(parsed, ParsedDelta):
         if parsed.is_delete or parsed.min_write_id != parsed.max_write_id:
             return False
     elif compacted:
         return False
-    files = _list_data_files(storage, path)
-    if not files:
-        return False
+    chosen = next((f for f in files if parse_original_file(f.name) is not None), None)
+    if chosen is None:
+        return False  # "directory is empty or doesn't have any that could have been produced by load data"
     try:
-        _, info = inspect_orc(storage, files[0].path, file_length=files[0].size)
+        info = _inspect(storage, chosen, infos)
     except AcidFormatError:
         return True  # "it's not ORC so must be a raw file"
     return not info.is_acid
 
 
+def _inspect(
+    storage: Storage, f: FileInfo, infos: dict[tuple[str, int], OrcFileInfo]
+) -> OrcFileInfo:
+    """The tail of ``f``, read once per path and size within one ``get_acid_state`` call."""
+    key = (f.path, f.size)
+    info = infos.get(key)
+    if info is None:
+        info = inspect_orc(storage, f.path, file_length=f.size)[1]
+        infos[key] = info
+    return info
+
+
 def _row_counts_and_offsets(
     storage: Storage,
     files: list[FileInfo],
+    infos: dict[tuple[str, int], OrcFileInfo],
     *,
     write_id: int,
     statement_id: int,
@@ -306,7 +329,7 @@ def _row_counts_and_offsets(
     next_start: dict[int | None, int] = {}
     for f in sorted(files, key=lambda e: e.path):
         bucket = _original_bucket(f.name)
-        _, info = inspect_orc(storage, f.path, file_length=f.size)
+        info = _inspect(storage, f, infos)
         start = next_start.get(bucket, 0)
         next_start[bucket] = start + info.nrows
         out.append(
@@ -333,10 +356,11 @@ def _acid_dir(
     *,
     compacted: bool,
     raw: bool,
+    listing: list[FileInfo],
 ) -> AcidDir:
     use_side = isinstance(parsed, ParsedDelta) and parsed.may_contain_side_file
     files: list[DataFile] = []
-    for e in _list_data_files(storage, path):
+    for e in listing:
         b = parse_bucket_file(e.name)
         bucket, attempt = (b[0], b[1]) if b is not None else (_original_bucket(e.name), None)
         files.append(
@@ -479,15 +503,21 @@ def get_acid_state(
 
     base_dir: AcidDir | None = None
     original_files: list[OriginalFile] = []
+    # ORC tails read by this call (raw-format checks, row counts), by path and size.
+    infos: dict[tuple[str, int], OrcFileInfo] = {}
     if base is not None:
         parsed_b, bpath, bname, bcompacted = base
-        raw = _is_raw_dir(storage, bpath, parsed_b, bcompacted)
-        base_dir = _acid_dir(storage, bpath, bname, parsed_b, compacted=bcompacted, raw=raw)
+        listing = _list_data_files(storage, bpath)
+        raw = _is_raw_dir(storage, parsed_b, bcompacted, listing, infos)
+        base_dir = _acid_dir(
+            storage, bpath, bname, parsed_b, compacted=bcompacted, raw=raw, listing=listing
+        )
         if raw:
             original_files.extend(
                 _row_counts_and_offsets(
                     storage,
-                    _list_data_files(storage, bpath),
+                    listing,
+                    infos,
                     write_id=parsed_b.write_id,
                     statement_id=0,
                     dir_name=bname,
@@ -495,19 +525,25 @@ def get_acid_state(
             )
     else:
         original_files.extend(
-            _row_counts_and_offsets(storage, originals, write_id=0, statement_id=0, dir_name=None)
+            _row_counts_and_offsets(
+                storage, originals, infos, write_id=0, statement_id=0, dir_name=None
+            )
         )
 
     deltas: list[AcidDir] = []
     for parsed_d, name in chosen:
         dpath = delta_paths[name]
-        raw = _is_raw_dir(storage, dpath, parsed_d, False)
-        deltas.append(_acid_dir(storage, dpath, name, parsed_d, compacted=False, raw=raw))
+        listing = _list_data_files(storage, dpath)
+        raw = _is_raw_dir(storage, parsed_d, False, listing, infos)
+        deltas.append(
+            _acid_dir(storage, dpath, name, parsed_d, compacted=False, raw=raw, listing=listing)
+        )
         if raw:
             original_files.extend(
                 _row_counts_and_offsets(
                     storage,
-                    _list_data_files(storage, dpath),
+                    listing,
+                    infos,
                     write_id=parsed_d.min_write_id,
                     statement_id=parsed_d.statement_id,
                     dir_name=name,

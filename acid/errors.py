@@ -7,18 +7,28 @@ hierarchy lives here and ``txn``, ``ingest`` and ``sinks`` import it.
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+
 __all__ = [
     "AcidFormatError",
     "AcidStreamError",
+    "BrokerError",
     "CommitConflictError",
     "CommitStateUnknownError",
     "ConfigError",
+    "DataLossError",
+    "JobFailedError",
     "LockTimeoutError",
     "NotEnoughHistoryError",
     "SerializationError",
+    "SourceError",
+    "StorageError",
     "TableNotFoundError",
     "TransactionError",
     "TxnAbortedError",
+    "storage_error",
 ]
 
 
@@ -26,8 +36,9 @@ class AcidStreamError(Exception):
     """Root of every error acidstream raises on purpose."""
 
 
-class ConfigError(AcidStreamError):
-    """A configuration key is unknown or its value is invalid."""
+class ConfigError(AcidStreamError, ValueError):
+    """A configuration key is unknown or its value is invalid (also a ``ValueError``, so
+    callers that validate arguments the standard way catch it)."""
 
 
 class AcidFormatError(AcidStreamError):
@@ -84,3 +95,50 @@ class CommitStateUnknownError(TransactionError):
 
 class LockTimeoutError(TransactionError):
     """A lock was not acquired within the allowed wait."""
+
+
+class StorageError(AcidStreamError, OSError):
+    """Writing to the warehouse failed (full disk, read-only file system, I/O error, name
+    too long). The transaction being written is aborted; everything committed before it
+    stays readable. ``errno`` is the operating system's code when there was one."""
+
+
+_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]")
+
+
+def storage_error(cause: OSError, doing: str, outcome: str) -> StorageError:
+    """A ``StorageError`` for a failed file operation: ``"<doing> failed: <reason>
+    (<ERRNO>); <outcome>"``, with the operating system's ``errno`` kept (also when Arrow's
+    writers report it only in their message)."""
+    code = cause.errno
+    if code is None:
+        m = _ERRNO_IN_TEXT.search(str(cause))
+        code = int(m.group(1)) if m else None
+    reason = os.strerror(code) if code is not None else str(cause).strip().splitlines()[0]
+    name = f" ({errno.errorcode.get(code, code)})" if code is not None else ""
+    err = StorageError(f"{doing} failed: {reason}{name}; {outcome}")
+    err.errno = code
+    return err
+
+
+class SourceError(AcidStreamError):
+    """Kafka could not be read: broker unreachable, topic unknown, lookups failed."""
+
+
+class DataLossError(SourceError):
+    """Offsets the query still needs are gone (``failOnDataLoss=true``).
+
+    Raised when records were deleted before being read (retention, deleted
+    records), a partition or topic disappeared, or a partition's offsets went
+    backwards (topic re-created). Set ``failOnDataLoss=false`` to continue
+    from what is still there.
+    """
+
+
+class BrokerError(AcidStreamError):
+    """The embedded broker could not be found, started or reached."""
+
+
+class JobFailedError(AcidStreamError):
+    """A streaming job stopped on a failure. The message names the cause (the first
+    acidstream error found in Spark's report) and what to do about it."""

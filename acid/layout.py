@@ -17,6 +17,7 @@ __all__ = [
     "DELETE_DELTA_PREFIX",
     "DELTA_PREFIX",
     "METADATA_FILE",
+    "ORIGINALS_BASE_WRITE_ID",
     "SIDE_FILE_SUFFIX",
     "OriginalFileName",
     "ParsedBase",
@@ -41,10 +42,13 @@ SIDE_FILE_SUFFIX = "_flush_length"
 ACID_FORMAT_FILE = "_orc_acid_version"
 METADATA_FILE = "_metadata_acid"
 ACID_VERSION = 2
+ORIGINALS_BASE_WRITE_ID = -9223372036854775808  # Long.MIN_VALUE: Hive 2's originals-only base
 MAX_STATEMENTS_PER_TXN = 10000
 
 _NUM = r"[0-9]+"
-_BASE_RE = re.compile(rf"^base_({_NUM})(?:_v({_NUM}))?$")
+# Hive 2's first major compaction of a table holding only original files writes
+# base_-9223372036854775808 (Long.MIN_VALUE); AcidUtils.parseBase takes any long.
+_BASE_RE = re.compile(rf"^base_(-?{_NUM})(?:_v({_NUM}))?$")
 _DELTA_RE = re.compile(rf"^(delete_delta|delta)_({_NUM})_({_NUM})(?:_({_NUM}))?(?:_v({_NUM}))?$")
 _BUCKET_RE = re.compile(rf"^bucket_({_NUM})(?:_({_NUM}))?$")
 _ORIGINAL_RE = re.compile(rf"^({_NUM})_({_NUM})(?:_copy_({_NUM}))?$")
@@ -116,8 +120,10 @@ def _check_id(value: int, what: str) -> None:
 
 
 def base_dir_name(write_id: int, *, visibility_txn_id: int = 0) -> str:
-    """``base_%07d`` plus ``_v%07d`` when the visibility txn id is not 0."""
-    _check_id(write_id, "write id")
+    """``base_%07d`` plus ``_v%07d`` when the visibility txn id is not 0 (write id
+    ``ORIGINALS_BASE_WRITE_ID`` gives Hive 2's ``base_-9223372036854775808``)."""
+    if write_id != ORIGINALS_BASE_WRITE_ID:
+        _check_id(write_id, "write id")
     name = f"{BASE_PREFIX}{write_id:07d}"
     return _add_visibility(name, visibility_txn_id)
 

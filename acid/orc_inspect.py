@@ -157,7 +157,20 @@ def logical_length(storage: Storage, path: str, *, file_length: int, use_side_fi
     side = side_file_name(path)
     if not storage.exists(side):
         return file_length
-    return last_flush_length(storage.read_bytes(side), path=side, file_length=file_length)
+    try:
+        data = storage.read_bytes(side)
+    except FileNotFoundError:
+        # The writer closed the file (its last footer written) and removed the side file
+        # after we listed: the whole file is valid now, and may have grown since the
+        # listing (Hive's getLastFlushLength treats a missing side file the same way).
+        return storage.size(path)
+    last = last_flush_length(data, path=side)
+    if last > file_length:
+        # A live writer flushed again between our listing (which gave ``file_length``) and
+        # this read of its side file: the data behind the new length is on disk before the
+        # length is (footer first, then side file), so the file's size now covers it.
+        file_length = storage.size(path)
+    return last_flush_length(data, path=side, file_length=file_length)
 
 
 def open_orc(storage: Storage, path: str, *, length: int | None = None) -> orc.ORCFile:

@@ -25,17 +25,22 @@ from typing import Any
 
 from acid.errors import AcidFormatError
 from acid.orc_tail import (
-    _LEN,
-    _VARINT,
     OrcTail,
-    _compress,
-    _decompress,
-    _encode,
-    _Field,
-    _fields,
-    _metadata_items,
-    _read_varint,
+    compress_chunks,
+    decompress_chunks,
+    metadata_items,
+    with_proleptic_calendar,
+)
+from acid.protobuf import (
+    LEN,
+    VARINT,
+    Field,
+    decode_fields,
+    encode_fields,
     encode_varint,
+    read_varint,
+    zigzag_decode,
+    zigzag_encode,
 )
 
 __all__ = ["StripeStitcher", "merge_column_statistics"]
@@ -44,15 +49,7 @@ _HEADER = b"ORC"
 _I64_MAX = (1 << 63) - 1
 
 
-def _zz_decode(v: int) -> int:
-    return (v >> 1) ^ -(v & 1)
-
-
-def _zz_encode(v: int) -> int:
-    return (v << 1) ^ (v >> 63)
-
-
-def _as_dict(fields: list[_Field]) -> dict[int, int | bytes]:
+def _as_dict(fields: list[Field]) -> dict[int, int | bytes]:
     out: dict[int, int | bytes] = {}
     for num, _, v in fields:
         out[num] = v
@@ -75,25 +72,25 @@ def _double(d: Mapping[int, int | bytes], key: int) -> float | None:
 
 
 # --------------------------------------------------------------- typed statistics
-def _merge_int(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
-    out: list[_Field] = []
-    mins = [_zz_decode(v) for v in (_int(a, 1), _int(b, 1)) if v is not None]
-    maxs = [_zz_decode(v) for v in (_int(a, 2), _int(b, 2)) if v is not None]
+def _merge_int(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
+    out: list[Field] = []
+    mins = [zigzag_decode(v) for v in (_int(a, 1), _int(b, 1)) if v is not None]
+    maxs = [zigzag_decode(v) for v in (_int(a, 2), _int(b, 2)) if v is not None]
     if mins:
-        out.append((1, _VARINT, _zz_encode(min(mins))))
+        out.append((1, VARINT, zigzag_encode(min(mins))))
     if maxs:
-        out.append((2, _VARINT, _zz_encode(max(maxs))))
+        out.append((2, VARINT, zigzag_encode(max(maxs))))
     sa, sb = _int(a, 3), _int(b, 3)
     if sa is not None and sb is not None:
-        total = _zz_decode(sa) + _zz_decode(sb)
+        total = zigzag_decode(sa) + zigzag_decode(sb)
         # ORC drops the sum once it overflows a long.
         if -_I64_MAX - 1 <= total <= _I64_MAX:
-            out.append((3, _VARINT, _zz_encode(total)))
+            out.append((3, VARINT, zigzag_encode(total)))
     return out
 
 
-def _merge_double(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
-    out: list[_Field] = []
+def _merge_double(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
+    out: list[Field] = []
     for num, pick in ((1, min), (2, max)):
         vals = [v for v in (_double(a, num), _double(b, num)) if v is not None]
         if vals:
@@ -111,10 +108,10 @@ def _merge_bounds(
     exact: tuple[int, int],
     bound: tuple[int, int] | None,
     key: Callable[[bytes], Any],
-) -> list[_Field]:
+) -> list[Field]:
     """Min/max of string-like statistics: the exact value, or (strings over ORC's length
     limit) a lower/upper bound. The winner keeps whichever field it came in."""
-    out: list[_Field] = []
+    out: list[Field] = []
     for i, pick in ((0, min), (1, max)):
         cands: list[tuple[Any, int, bytes]] = []
         for d in (a, b):
@@ -125,16 +122,16 @@ def _merge_bounds(
                     break
         if cands:
             _, num, v = pick(cands, key=lambda c: c[0])
-            out.append((num, _LEN, v))
+            out.append((num, LEN, v))
     return out
 
 
-def _merge_string(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+def _merge_string(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
     # UTF-8 byte order is ORC's string order (Java compares Text bytes unsigned).
     out = _merge_bounds(a, b, exact=(1, 2), bound=(4, 5), key=lambda v: v)
     sa, sb = _int(a, 3), _int(b, 3)
     if sa is not None and sb is not None:
-        out.append((3, _VARINT, _zz_encode(_zz_decode(sa) + _zz_decode(sb))))
+        out.append((3, VARINT, zigzag_encode(zigzag_decode(sa) + zigzag_decode(sb))))
     return sorted(out, key=lambda f: f[0])
 
 
@@ -145,37 +142,37 @@ def _decimal(v: bytes) -> Decimal:
         raise AcidFormatError(f"bad decimal statistic {v!r}") from e
 
 
-def _merge_decimal(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+def _merge_decimal(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
     out = _merge_bounds(a, b, exact=(1, 2), bound=None, key=_decimal)
     sa, sb = _bytes(a, 3), _bytes(b, 3)
     if sa is not None and sb is not None:
         total = _decimal(sa) + _decimal(sb)
         # Hive decimals hold 38 digits; ORC drops a sum that no longer fits.
         if len(total.as_tuple().digits) <= 38:
-            out.append((3, _LEN, format(total, "f").encode()))
+            out.append((3, LEN, format(total, "f").encode()))
     return sorted(out, key=lambda f: f[0])
 
 
-def _merge_date(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
-    out: list[_Field] = []
+def _merge_date(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
+    out: list[Field] = []
     for num, pick in ((1, min), (2, max)):
-        vals = [_zz_decode(v) for v in (_int(a, num), _int(b, num)) if v is not None]
+        vals = [zigzag_decode(v) for v in (_int(a, num), _int(b, num)) if v is not None]
         if vals:
-            out.append((num, _VARINT, _zz_encode(pick(vals))))
+            out.append((num, VARINT, zigzag_encode(pick(vals))))
     return out
 
 
-def _merge_binary(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+def _merge_binary(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
     sa, sb = _int(a, 1), _int(b, 1)
     if sa is None or sb is None:
         return []
-    return [(1, _VARINT, _zz_encode(_zz_decode(sa) + _zz_decode(sb)))]
+    return [(1, VARINT, zigzag_encode(zigzag_decode(sa) + zigzag_decode(sb)))]
 
 
-def _merge_timestamp(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+def _merge_timestamp(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
     """minimum/maximum (local millis), minimumUtc/maximumUtc and the sub-millisecond
     nanos (+1, 0 = none) travel together: the side that wins keeps all three."""
-    out: list[_Field] = []
+    out: list[Field] = []
     for local, utc, nanos, pick in ((1, 3, 5, min), (2, 4, 6, max)):
         cands = []
         for d in (a, b):
@@ -183,17 +180,17 @@ def _merge_timestamp(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> li
             if ms is None:
                 continue
             n = _int(d, nanos)
-            cands.append(((_zz_decode(ms), (n or 1) - 1), d))
+            cands.append(((zigzag_decode(ms), (n or 1) - 1), d))
         if not cands:
             continue
         _, win = pick(cands, key=lambda c: c[0])
         out.extend(
-            (num, _VARINT, v) for num in (local, utc, nanos) if (v := _int(win, num)) is not None
+            (num, VARINT, v) for num in (local, utc, nanos) if (v := _int(win, num)) is not None
         )
     return sorted(out, key=lambda f: f[0])
 
 
-def _merge_bucket(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
+def _merge_bucket(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
     def counts(d: dict[int, int | bytes]) -> list[int]:
         raw = _bytes(d, 1)
         if raw is None:
@@ -206,7 +203,7 @@ def _merge_bucket(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[
     total = [(ca[i] if i < len(ca) else 0) + (cb[i] if i < len(cb) else 0) for i in range(n)]
     if not total:
         return []
-    return [(1, _LEN, b"".join(encode_varint(v) for v in total))]
+    return [(1, LEN, b"".join(encode_varint(v) for v in total))]
 
 
 def _varints(raw: bytes) -> list[int]:
@@ -214,24 +211,24 @@ def _varints(raw: bytes) -> list[int]:
     out = []
     pos = 0
     while pos < len(raw):
-        v, pos = _read_varint(raw, pos)
+        v, pos = read_varint(raw, pos)
         out.append(v)
     return out
 
 
-def _merge_collection(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[_Field]:
-    out: list[_Field] = []
+def _merge_collection(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
+    out: list[Field] = []
     for num, pick in ((1, min), (2, max)):
         vals = [v for v in (_int(a, num), _int(b, num)) if v is not None]
         if vals:
-            out.append((num, _VARINT, pick(vals)))
+            out.append((num, VARINT, pick(vals)))
     ta, tb = _int(a, 3), _int(b, 3)
     if ta is not None and tb is not None:
-        out.append((3, _VARINT, ta + tb))
+        out.append((3, VARINT, ta + tb))
     return out
 
 
-_TYPED: dict[int, Callable[[dict[int, int | bytes], dict[int, int | bytes]], list[_Field]]] = {
+_TYPED: dict[int, Callable[[dict[int, int | bytes], dict[int, int | bytes]], list[Field]]] = {
     2: _merge_int,
     3: _merge_double,
     4: _merge_string,
@@ -250,31 +247,31 @@ def merge_column_statistics(a: bytes, b: bytes) -> bytes:
     A side with no values contributes only its counts; a sum one side lacks (it
     overflowed) is dropped, as ORC does.
     """
-    da, db = _as_dict(_fields(a)), _as_dict(_fields(b))
+    da, db = _as_dict(decode_fields(a)), _as_dict(decode_fields(b))
     na, nb = _int(da, 1) or 0, _int(db, 1) or 0
-    out: list[_Field] = [(1, _VARINT, na + nb)]
+    out: list[Field] = [(1, VARINT, na + nb)]
     for num, merge in _TYPED.items():
         sa, sb = _bytes(da, num), _bytes(db, num)
         if sa is None and sb is None:
             continue
-        fa = _as_dict(_fields(sa)) if sa is not None and na else {}
-        fb = _as_dict(_fields(sb)) if sb is not None and nb else {}
+        fa = _as_dict(decode_fields(sa)) if sa is not None and na else {}
+        fb = _as_dict(decode_fields(sb)) if sb is not None and nb else {}
         if not fa and not fb:
             # No values on either side: keep the (empty) typed message so readers see the type.
-            out.append((num, _LEN, sa if sa is not None else sb or b""))
+            out.append((num, LEN, sa if sa is not None else sb or b""))
             continue
         if not fa or not fb:
             one = sa if fa else sb
             assert one is not None
-            merged = _encode(sorted(_fields(one), key=lambda f: f[0]))
+            merged = encode_fields(sorted(decode_fields(one), key=lambda f: f[0]))
         else:
-            merged = _encode(merge(fa, fb))
-        out.append((num, _LEN, merged))
+            merged = encode_fields(merge(fa, fb))
+        out.append((num, LEN, merged))
     if 10 in da or 10 in db:
-        out.append((10, _VARINT, int(bool(_int(da, 10)) or bool(_int(db, 10)))))
+        out.append((10, VARINT, int(bool(_int(da, 10)) or bool(_int(db, 10)))))
     if 11 in da or 11 in db:
-        out.append((11, _VARINT, (_int(da, 11) or 0) + (_int(db, 11) or 0)))
-    return _encode(sorted(out, key=lambda f: f[0]))
+        out.append((11, VARINT, (_int(da, 11) or 0) + (_int(db, 11) or 0)))
+    return encode_fields(sorted(out, key=lambda f: f[0]))
 
 
 # --------------------------------------------------------------------- stitcher
@@ -318,9 +315,9 @@ class StripeStitcher:
         for num, _, v in tail.footer_fields:
             if num == 3:
                 assert isinstance(v, bytes)
-                sf = _fields(v)
+                sf = decode_fields(v)
                 self._stripes.append(
-                    _encode(
+                    encode_fields(
                         [
                             (n, w, x + shift if n == 1 and isinstance(x, int) else x)
                             for n, w, x in sf
@@ -337,7 +334,7 @@ class StripeStitcher:
             self._stats = [
                 merge_column_statistics(a, b) for a, b in zip(self._stats, stats, strict=True)
             ]
-        self._stripe_stats += _decompress(tail.metadata_section, tail.compression)
+        self._stripe_stats += decompress_chunks(tail.metadata_section, tail.compression)
         self._rows += _int(footer, 6) or 0
         self.position = body_start + body_length
 
@@ -348,43 +345,44 @@ class StripeStitcher:
         t = self._template
         if t is None:
             raise AcidFormatError("no stripes to describe yet")
-        fields: list[_Field] = []
+        fields: list[Field] = []
         done: set[int] = set()
         for num, wt, v in t.footer_fields:
             if num >= 5 and 5 not in done:
                 # Exactly our metadata items (pyarrow writes none), in field order.
-                fields.extend(_metadata_items(metadata))
+                fields.extend(metadata_items(metadata))
                 done.add(5)
             if num in done:
                 continue
             if num == 2:
                 # The C++ writer's convention (pyorc's and pyarrow's): header excluded.
-                fields.append((2, _VARINT, self.position - len(_HEADER)))
+                fields.append((2, VARINT, self.position - len(_HEADER)))
             elif num == 3:
-                fields.extend((3, _LEN, s) for s in self._stripes)
+                fields.extend((3, LEN, s) for s in self._stripes)
                 done.add(3)
             elif num == 4 and types is not None:
-                fields.extend((4, _LEN, ty) for ty in types)
+                fields.extend((4, LEN, ty) for ty in types)
                 done.add(4)
             elif num == 6:
-                fields.append((6, _VARINT, self._rows))
+                fields.append((6, VARINT, self._rows))
             elif num == 7:
-                fields.extend((7, _LEN, s) for s in self._stats or [])
+                fields.extend((7, LEN, s) for s in self._stats or [])
                 done.add(7)
             else:
                 fields.append((num, wt, v))
         if 5 not in done:
-            fields.extend(_metadata_items(metadata))
-        footer = _compress(_encode(fields), t.compression, t.block_size)
-        meta = _compress(bytes(self._stripe_stats), t.compression, t.block_size)
+            fields.extend(metadata_items(metadata))
+        fields = with_proleptic_calendar(fields)
+        footer = compress_chunks(encode_fields(fields), t.compression, t.block_size)
+        meta = compress_chunks(bytes(self._stripe_stats), t.compression, t.block_size)
         ps_fields = [
             (n, w, len(footer) if n == 1 else len(meta) if n == 5 else v)
             for n, w, v in t.postscript_fields
         ]
         if not any(n == 5 for n, _, _ in ps_fields):
-            ps_fields.append((5, _VARINT, len(meta)))
+            ps_fields.append((5, VARINT, len(meta)))
             ps_fields.sort(key=lambda f: f[0])
-        ps = _encode(ps_fields)
+        ps = encode_fields(ps_fields)
         if len(ps) > 255:
             raise AcidFormatError("ORC postscript longer than 255 bytes")
         out = meta + footer + ps + bytes((len(ps),))

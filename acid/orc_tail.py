@@ -22,85 +22,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from acid.errors import AcidFormatError
+from acid.protobuf import LEN, VARINT, Field, decode_fields, encode_fields
 
-__all__ = ["OrcTail", "encode_varint", "parse_tail", "rewrite_tail"]
+__all__ = [
+    "PROLEPTIC_GREGORIAN",
+    "OrcTail",
+    "compress_chunks",
+    "decompress_chunks",
+    "metadata_items",
+    "parse_tail",
+    "rewrite_tail",
+    "with_proleptic_calendar",
+]
 
+# Footer.calendar (field 11) = CalendarKind.PROLEPTIC_GREGORIAN.
+PROLEPTIC_GREGORIAN = 2
 _NONE, _ZLIB = 0, 1
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise AcidFormatError("truncated varint in ORC tail")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-
-
-def encode_varint(value: int) -> bytes:
-    """Protobuf base-128 varint."""
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-# One protobuf field: (number, wire type, value); value is an int for varints and
-# the raw payload bytes otherwise.
-_Field = tuple[int, int, int | bytes]
-
-
-def _fields(buf: bytes) -> list[_Field]:
-    out: list[_Field] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = _read_varint(buf, pos)
-        num, wt = key >> 3, key & 7
-        if wt == _VARINT:
-            v, pos = _read_varint(buf, pos)
-            out.append((num, wt, v))
-        elif wt == _LEN:
-            n, pos = _read_varint(buf, pos)
-            out.append((num, wt, buf[pos : pos + n]))
-            pos += n
-        elif wt == _I64:
-            out.append((num, wt, buf[pos : pos + 8]))
-            pos += 8
-        elif wt == _I32:
-            out.append((num, wt, buf[pos : pos + 4]))
-            pos += 4
-        else:
-            raise AcidFormatError(f"unsupported protobuf wire type {wt} in ORC tail")
-    return out
-
-
-def _encode(fields: list[_Field]) -> bytes:
-    out = bytearray()
-    for num, wt, v in fields:
-        out += encode_varint((num << 3) | wt)
-        if wt == _VARINT:
-            assert isinstance(v, int)
-            out += encode_varint(v)
-        else:
-            assert isinstance(v, bytes)
-            if wt == _LEN:
-                out += encode_varint(len(v))
-            out += v
-    return bytes(out)
-
-
-def _decompress(data: bytes, kind: int) -> bytes:
+def decompress_chunks(data: bytes, kind: int) -> bytes:
+    """Undo ORC's chunked compression (``kind``: the PostScript's, NONE or ZLIB)."""
     if kind == _NONE:
         return data
     if kind != _ZLIB:
@@ -119,7 +60,8 @@ def _decompress(data: bytes, kind: int) -> bytes:
     return bytes(out)
 
 
-def _compress(data: bytes, kind: int, block_size: int) -> bytes:
+def compress_chunks(data: bytes, kind: int, block_size: int) -> bytes:
+    """ORC's chunked compression of ``data`` in ``block_size`` chunks (NONE or ZLIB)."""
     if kind == _NONE:
         return data
     out = bytearray()
@@ -143,8 +85,8 @@ class OrcTail:
     compression: int
     block_size: int
     metadata_section: bytes
-    footer_fields: list[_Field]
-    postscript_fields: list[_Field]
+    footer_fields: list[Field]
+    postscript_fields: list[Field]
 
     @property
     def stripe_rows(self) -> list[int]:
@@ -154,7 +96,7 @@ class OrcTail:
             if num == 3:
                 assert isinstance(v, bytes)
                 n = 0
-                for sn, _, sv in _fields(v):
+                for sn, _, sv in decode_fields(v):
                     if sn == 5:
                         assert isinstance(sv, int)
                         n = sv
@@ -169,7 +111,7 @@ class OrcTail:
             if num == 5:
                 assert isinstance(v, bytes)
                 name, value = "", b""
-                for fn, _, fv in _fields(v):
+                for fn, _, fv in decode_fields(v):
                     if fn == 1:
                         assert isinstance(fv, bytes)
                         name = fv.decode()
@@ -186,8 +128,8 @@ def parse_tail(buf: bytes) -> OrcTail:
         raise AcidFormatError("too short to hold an ORC tail")
     ps_len = buf[-1]
     ps = buf[-1 - ps_len : -1]
-    ps_fields = _fields(ps)
-    vals = {num: v for num, wt, v in ps_fields if wt == _VARINT}
+    ps_fields = decode_fields(ps)
+    vals = {num: v for num, wt, v in ps_fields if wt == VARINT}
     footer_len = int(vals.get(1, 0))
     compression = int(vals.get(2, 0))
     block = int(vals.get(3, 256 * 1024))
@@ -196,13 +138,13 @@ def parse_tail(buf: bytes) -> OrcTail:
     if tail_len > len(buf):
         raise AcidFormatError("ORC tail is longer than the bytes given")
     footer_start = len(buf) - 1 - ps_len - footer_len
-    footer = _decompress(buf[footer_start : len(buf) - 1 - ps_len], compression)
+    footer = decompress_chunks(buf[footer_start : len(buf) - 1 - ps_len], compression)
     return OrcTail(
         tail_length=tail_len,
         compression=compression,
         block_size=block,
         metadata_section=buf[footer_start - meta_len : footer_start],
-        footer_fields=_fields(footer),
+        footer_fields=decode_fields(footer),
         postscript_fields=ps_fields,
     )
 
@@ -226,43 +168,60 @@ def rewrite_tail(
         if have != len(types):
             raise AcidFormatError(f"footer has {have} column types, schema has {len(types)}")
     types_done = False
-    new_fields: list[_Field] = []
+    new_fields: list[Field] = []
     meta_done = False
     for num, wt, v in tail.footer_fields:
-        if num == 3 and wt == _LEN:
+        if num == 3 and wt == LEN:
             assert isinstance(v, bytes)
             sfs = [
                 (sn, swt, physical_offset(sv) if sn == 1 and isinstance(sv, int) else sv)
-                for sn, swt, sv in _fields(v)
+                for sn, swt, sv in decode_fields(v)
             ]
-            new_fields.append((num, wt, _encode(sfs)))
+            new_fields.append((num, wt, encode_fields(sfs)))
         elif num == 4 and types is not None:
             if not types_done:
-                new_fields.extend((4, _LEN, t) for t in types)
+                new_fields.extend((4, LEN, t) for t in types)
                 types_done = True
-        elif num == 2 and wt == _VARINT:
+        elif num == 2 and wt == VARINT:
             assert isinstance(v, int)
             new_fields.append((num, wt, physical_offset(v)))
         elif num == 5:
             if not meta_done:
-                new_fields.extend(_metadata_items(metadata))
+                new_fields.extend(metadata_items(metadata))
                 meta_done = True
         elif num > 5 and not meta_done:
-            new_fields.extend(_metadata_items(metadata))
+            new_fields.extend(metadata_items(metadata))
             meta_done = True
             new_fields.append((num, wt, v))
         else:
             new_fields.append((num, wt, v))
     if not meta_done:
-        new_fields.extend(_metadata_items(metadata))
-    footer = _compress(_encode(new_fields), tail.compression, tail.block_size)
-    ps = _encode([(n, w, len(footer) if n == 1 else v) for n, w, v in tail.postscript_fields])
+        new_fields.extend(metadata_items(metadata))
+    new_fields = with_proleptic_calendar(new_fields)
+    footer = compress_chunks(encode_fields(new_fields), tail.compression, tail.block_size)
+    ps = encode_fields([(n, w, len(footer) if n == 1 else v) for n, w, v in tail.postscript_fields])
     if len(ps) > 255:
         raise AcidFormatError("ORC postscript longer than 255 bytes")
     return tail.metadata_section + footer + ps + bytes((len(ps),))
 
 
-def _metadata_items(metadata: Mapping[str, bytes]) -> list[_Field]:
+def metadata_items(metadata: Mapping[str, bytes]) -> list[Field]:
+    """Footer ``UserMetadataItem`` fields (number 5) for ``metadata``, in its order."""
     return [
-        (5, _LEN, _encode([(1, _LEN, k.encode()), (2, _LEN, val)])) for k, val in metadata.items()
+        (5, LEN, encode_fields([(1, LEN, k.encode()), (2, LEN, val)]))
+        for k, val in metadata.items()
     ]
+
+
+def with_proleptic_calendar(footer_fields: list[Field]) -> list[Field]:
+    """Footer fields declaring ``calendar = PROLEPTIC_GREGORIAN`` (field 11).
+
+    ORC's C++ writers (pyorc's and pyarrow's) store proleptic Gregorian values, as
+    Python's ``datetime`` and Hive 3.1+/4 use, but leave the calendar unset; ORC
+    Java then assumes the hybrid Julian calendar and shifts dates and timestamps
+    before 1582-10-15 by days when a reader asks for proleptic values, as Hive 4's do.
+    """
+    out = [f for f in footer_fields if f[0] != 11]
+    at = next((i for i, f in enumerate(out) if f[0] > 11), len(out))
+    out.insert(at, (11, VARINT, PROLEPTIC_GREGORIAN))
+    return out

@@ -7,7 +7,7 @@ Hive ORC types (trap 10 of the spec: ``varchar(n)`` must not become ``string``).
 
 from __future__ import annotations
 
-from acid.orc_tail import encode_varint
+from acid.protobuf import encode_varint
 from acid.schema import ACID_COLUMN_TYPES, ACID_COLUMNS, HiveType, TableSchema, parse_hive_type
 
 __all__ = ["event_type_messages"]

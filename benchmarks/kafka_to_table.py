@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ingest.broker import EmbeddedBroker
+from sinks.broker import EmbeddedBroker
 from sinks.config import KafkaJobConfig
 from sinks.kafka_job import run_kafka_job, spark_session
 from sinks.sample_events import produce_sample_events
@@ -29,7 +29,7 @@ COLUMNS = "id bigint, user_name string, amount decimal(10,2), event_time timesta
 
 
 def floor_run(spark: Any, bootstrap: str, topic: str, root: Path) -> float:
-    from ingest.kafka_source import KafkaSource
+    from sources.kafka import KafkaSource
 
     spark.dataSource.register(KafkaSource)
     out = str(root / "floor_orc")

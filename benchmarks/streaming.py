@@ -6,7 +6,8 @@ Prints, in one run on this machine:
     catalog), all on the embedded/local setup and the same rows;
   * rows/s for 200,000-row transactions, the same writers, and the pyorc floor (pyorc writing
     the same tuples to one plain ORC file, no transactions).
-Targets: >= 300 commits/s at 1,000 rows/txn; >= 0.7x the pyorc floor for 200,000-row txns.
+Targets: >= 300 commits/s at 1,000 rows/txn; batches of 10 >= 1.5x the commits/s of batches of 1;
+>= 0.7x the pyorc floor for 200,000-row txns.
 
 Usage: python benchmarks/streaming.py [--small-txns 300] [--big-txns 5] [--skip-peers]
 """
@@ -75,14 +76,14 @@ def acid_run(
         "t",
         record_writer=StrictDelimitedInputWriter(field_delimiter=","),
         store=store,
-        options=StreamingOptions(transaction_batch_size=txn_batch),
+        options=StreamingOptions(txns_per_batch=txn_batch),
     ) as conn:
         for k, rows in enumerate(batches):
             conn.begin_transaction()
             if arrow is not None:
                 conn.write_arrow(arrow[k])
             elif payloads is not None:
-                conn.write_many(payloads[k])
+                conn.write_block(payloads[k])  # the columnar record path (ingest, HTTP)
             else:
                 conn.write_rows(rows)
             conn.commit_transaction()
@@ -233,6 +234,11 @@ def main() -> int:
         f"1,000-row txns, batch 10: {small_rate:,.0f} commits/s (target >= 300): {'met' if small_rate >= 300 else 'MISSED'}"
     )
     print(f"1,000-row txns, batch 1:  {single_rate:,.0f} commits/s")
+    amortized = small_rate / single_rate
+    print(
+        f"transaction batch amortizes: batch 10 = {amortized:.2f}x the commits/s of batch 1 "
+        f"(target >= 1.5): {'met' if amortized >= 1.5 else 'MISSED'}"
+    )
     print(
         f"200,000-row txns, row tuples: {ratio:.2f}x the pyorc floor (target >= 0.7): {'met' if ratio >= 0.7 else 'MISSED'}"
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cli.main import main
+from acidstream.cli.main import main
 
 if __name__ == "__main__":
     config = (

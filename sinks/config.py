@@ -2,25 +2,30 @@
 
 Strings stay at the edge: ``KafkaJobConfig.load`` merges the sources and returns frozen
 dataclasses; an unknown key or a bad value raises ``ConfigError`` naming the key.
+
+The job's state follows its warehouse: a relative ``checkpoint`` or ``sink.dead_letter_path``
+is inside the warehouse (so ``--warehouse W`` moves the table, the checkpoint and the dead
+letters together), and a relative warehouse is made absolute once, against the working
+directory.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from acid.errors import ConfigError
 from sinks.foreach_batch import SinkOptions
+from txn.config_file import read_config_file
 
 __all__ = ["KafkaJobConfig", "KafkaSettings", "TableSettings", "TriggerSettings"]
 
 ENV_BOOTSTRAP = "ACIDSTREAM_KAFKA_BOOTSTRAP"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KafkaSettings:
     bootstrap_servers: str = "embedded"
     topic: str = "events"
@@ -35,7 +40,7 @@ class KafkaSettings:
         return self.bootstrap_servers == "embedded"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TableSettings:
     name: str = "default.events"
     columns: str = ""
@@ -44,13 +49,13 @@ class TableSettings:
     create_if_missing: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TriggerSettings:
     available_now: bool = True
     processing_time: str = "5 seconds"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KafkaJobConfig:
     """Everything the job needs; build it with :meth:`load`."""
 
@@ -62,6 +67,8 @@ class KafkaJobConfig:
     warehouse: str = "./warehouse"
     checkpoint: str = "./warehouse/_checkpoints/job"
     recover_offsets_from_table: bool = True
+    compaction: str = "auto"  # "auto": the driver runs the compactor; "off": another process does
+    housekeeping_interval_s: float = 60.0  # the driver's housekeeper thread
     spark_master: str = "local[2]"
     spark_conf: Mapping[str, str] = field(default_factory=dict)
 
@@ -75,19 +82,7 @@ class KafkaJobConfig:
     ) -> KafkaJobConfig:
         """Merge the YAML file < environment (``ACIDSTREAM_METASTORE``, ``ACIDSTREAM_WAREHOUSE``,
         ``ACIDSTREAM_KAFKA_BOOTSTRAP``) < ``overrides`` (dotted keys, e.g. ``kafka.topic``)."""
-        import yaml
-
-        raw: dict[str, Any] = {}
-        if path is not None:
-            try:
-                loaded = yaml.safe_load(Path(path).read_text())
-            except FileNotFoundError as e:
-                raise ConfigError(f"config file {path} not found") from e
-            except yaml.YAMLError as e:
-                raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
-            if loaded is not None and not isinstance(loaded, dict):
-                raise ConfigError(f"config file {path} must hold a mapping")
-            raw = loaded or {}
+        raw = read_config_file(path) if path is not None else {}
         environ = os.environ if env is None else env
         flat = _flatten(raw)
         for key, var in (("metastore", "ACIDSTREAM_METASTORE"), ("warehouse", "ACIDSTREAM_WAREHOUSE"),
@@ -131,13 +126,29 @@ class KafkaJobConfig:
         unknown_spark = set(spark) - {"master", "conf"}
         if unknown_spark:
             raise ConfigError(f"unknown config key(s) spark.{sorted(unknown_spark)}")
-        allowed = {"metastore", "warehouse", "checkpoint", "recover_offsets_from_table"}
+        allowed = {
+            "metastore", "warehouse", "checkpoint", "recover_offsets_from_table", "compaction",
+            "housekeeping_interval_s",
+        }  # fmt: skip
         unknown = set(top) - allowed
         if unknown:
             raise ConfigError(f"unknown config key(s) {sorted(unknown)}")
         if not table.columns:
             raise ConfigError("table.columns is required (e.g. 'id bigint, msg string')")
-        warehouse = str(top.get("warehouse") or "./warehouse")
+        compaction = str(top.get("compaction") or "auto").lower()
+        if compaction not in ("auto", "off"):
+            raise ConfigError(f"compaction must be auto or off, got {compaction!r}")
+        try:
+            housekeeping = float(top.get("housekeeping_interval_s") or 60.0)
+        except ValueError as e:
+            raise ConfigError("housekeeping_interval_s must be a number of seconds") from e
+        if housekeeping <= 0:
+            raise ConfigError("housekeeping_interval_s must be > 0")
+        warehouse = _absolute(str(top.get("warehouse") or "./warehouse"))
+        # Job state follows the warehouse: relative paths are inside it.
+        checkpoint = _under(warehouse, str(top.get("checkpoint") or f"_checkpoints/{sink.sink_id}"))
+        if sink.dead_letter_path:
+            sink = replace(sink, dead_letter_path=_under(warehouse, sink.dead_letter_path))
         return cls(
             kafka=kafka,
             table=table,
@@ -145,13 +156,33 @@ class KafkaJobConfig:
             trigger=trigger,
             metastore=top.get("metastore"),
             warehouse=warehouse,
-            checkpoint=str(top.get("checkpoint") or f"{warehouse}/_checkpoints/{sink.sink_id}"),
+            checkpoint=checkpoint,
+            compaction=compaction,
+            housekeeping_interval_s=housekeeping,
             recover_offsets_from_table=_bool(
                 top.get("recover_offsets_from_table", True), "recover_offsets_from_table"
             ),
             spark_master=str(spark.get("master") or "local[2]"),
             spark_conf=dict(spark.get("conf") or {}),
         )
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _absolute(path: str) -> str:
+    """A local path made absolute once (against the working directory); URLs stay."""
+    return path if _is_url(path) else os.path.abspath(os.path.expanduser(path))
+
+
+def _under(warehouse: str, path: str) -> str:
+    """``path`` if absolute (or a URL), else inside the warehouse."""
+    if _is_url(path) or os.path.isabs(os.path.expanduser(path)):
+        return _absolute(path)
+    return (
+        f"{warehouse.rstrip('/')}/{path}" if _is_url(warehouse) else os.path.join(warehouse, path)
+    )
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -27,21 +27,22 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from acid import layout
-from acid.errors import AcidStreamError, ConfigError, SerializationError, TransactionError
-from acid.schema import TableSchema
+from acid import faults, layout
+from acid.errors import AcidStreamError, CommitStateUnknownError, ConfigError, SerializationError
+from acid.partitions import discover_partitions
+from acid.placement import Placement, TableLayout
 from acid.storage import Storage
-from acid.writer import AcidFileWriter, OrcWriterOptions
-from txn.catalog import TableDef, make_partition_name
+from acid.table_name import TableName
+from acid.writer import OrcWriterOptions
+from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
+from txn.catalog import TableDef
 from txn.config import StoreConfig
-from txn.locks import DataOperationType, LockComponent, LockRequest, LockState, LockType
 from txn.store import TxnState, TxnStore, open_store
 
 __all__ = ["AcidSink", "SinkOptions", "committed_offsets"]
@@ -50,16 +51,15 @@ log = logging.getLogger(__name__)
 
 META_PREFIX = "_meta.acidstream.sink."
 AGENT_PREFIX = "acidstream-sink:"
-CRASH_ENV = "ACIDSTREAM_CRASH_AT"
-MAX_TXNS_PER_BATCH = 1000  # Hive's cap on txns opened in one call
-CRASH_POINTS = ("after_open", "during_heartbeat", "after_files", "after_commit")
+CRASH_POINTS = ("sink.after_open", "sink.during_heartbeat", "sink.after_files", "sink.after_commit")
+"""The sink's fault-injection steps (``acid.faults``), in the order a micro-batch passes them."""
 FILE_SCHEMA = (
     "partition string, path string, bucket int, stmt int, rows long, bad long, "
     "offsets string, dead_letter string, flushes string"
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SinkOptions:
     """What the sink parses and how it writes. Parsed once; picklable (sent to executors).
 
@@ -71,8 +71,9 @@ class SinkOptions:
         regex: the regular expression for ``regex``.
         sink_id: names the stream in the table's parameters (exactly-once key); must be
             stable across restarts. Default: ``default``.
-        dead_letter_path: directory for bad records (one JSON-lines file per task); without
-            it a bad record fails the batch unless ``skip_bad_records``.
+        dead_letter_path: a directory: bad records go to a JSON-lines file per task attempt
+            in it (``ingest.dead_letter``'s format, with the Kafka position); without it a bad
+            record fails the batch unless ``skip_bad_records``.
         skip_bad_records: count bad records and go on (they are still reported in the log).
         txn_timeout_s: the metastore's txn timeout; heartbeats go every half of it.
         txns_per_batch: txns in each micro-batch's transaction batch (1..1000); every
@@ -135,51 +136,19 @@ class SinkOptions:
         return META_PREFIX + self.sink_id
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _TaskPlan:
     """Everything an executor task needs to write its files (pickled to executors)."""
 
-    location: str
-    columns: tuple[tuple[str, str], ...]
-    partition_keys: tuple[str, ...]
-    bucket_cols: tuple[str, ...]
-    num_buckets: int
-    bucketing_version: int
+    table: TableLayout
+    source: str  # db.table, for dead letters
     write_ids: tuple[int, ...]  # the batch's write ids, consecutive and ascending
     options: SinkOptions
     has_offsets: bool
 
 
-@dataclass(frozen=True)
-class _RawValue:
-    """The ``raw`` format: the record itself is the table's one string or binary column."""
-
-    as_text: bool
-
-    def encode(self, record: bytes) -> tuple[tuple[Any, ...], tuple[str | None, ...]]:
-        if not self.as_text:
-            return (record,), ()
-        try:
-            return (record.decode("utf-8"),), ()
-        except UnicodeDecodeError as e:
-            raise SerializationError(f"raw value is not UTF-8 text: {e}", record=record) from e
-
-
-class _RawWriter:
-    def bind(self, schema: TableSchema, *, partition_columns: Any = ()) -> _RawValue:
-        kind = schema.columns[0][1].kind
-        if (
-            partition_columns
-            or len(schema.columns) != 1
-            or kind not in ("string", "binary", "varchar")
-        ):
-            raise ConfigError(
-                "format raw needs an unpartitioned table with one string or binary column"
-            )
-        return _RawValue(as_text=kind != "binary")
-
-
 def _record_writer(opts: SinkOptions) -> Any:
+    from ingest.record_raw import RawWriter
     from ingest.record_writers import (
         StrictDelimitedInputWriter,
         StrictJsonWriter,
@@ -187,7 +156,7 @@ def _record_writer(opts: SinkOptions) -> Any:
     )
 
     if opts.format == "raw":
-        return _RawWriter()
+        return RawWriter()
     if opts.format == "json":
         return StrictJsonWriter()
     if opts.format == "delimited":
@@ -208,26 +177,36 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
     from pyspark import TaskContext
 
-    from acid.bucket_hash import bucket_number
+    from ingest.dead_letter import DeadLetterWriter
 
     ctx = TaskContext.get()
     stmt = ctx.partitionId() if ctx is not None else 0
+    attempt = ctx.attemptNumber() if ctx is not None else 0
     if stmt >= 4096:
         raise ConfigError("more than 4096 tasks in one micro-batch: repartition to fewer")
-    schema = TableSchema.of(list(plan.columns))
-    bound = _record_writer(plan.options).bind(schema, partition_columns=plan.partition_keys)
-    storage, root = Storage.for_path(plan.location)
-    names = list(schema.names)
-    bidx = [names.index(c) for c in plan.bucket_cols]
-    btypes = [schema.columns[i][1] for i in bidx]
-    buffers: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+    place = Placement(plan.table)
+    bound = _record_writer(plan.options).bind(
+        place.schema, partition_columns=plan.table.partition_keys
+    )
+    opts = plan.options
+    dead: DeadLetterWriter | None = None
+    if opts.dead_letter_path:
+        dead = DeadLetterWriter(
+            opts.dead_letter_path,
+            source=plan.source,
+            file_name=f"write_{plan.write_ids[0]:07d}_task_{stmt:04d}_{attempt}.jsonl",
+        )
+    tables: dict[tuple[str, int], list[pa.Table]] = {}
     offsets: dict[str, dict[str, int]] = {}
-    part_names: dict[tuple[str | None, ...], str] = {}
     bad = 0
-    dead: list[str] = []
     for batch in batches:
-        values = batch.column(plan.options.value_column).to_pylist()
+        values = batch.column(opts.value_column).to_pylist()
+        where = [i for i, v in enumerate(values) if v is not None]  # Kafka tombstones: skipped
+        recs = [v if isinstance(v, bytes) else str(v).encode() for v in (values[i] for i in where)]
+        positions: list[str] | None = None
         if plan.has_offsets and batch.num_rows:
+            cols3 = [batch.column(c).to_pylist() for c in ("topic", "partition", "offset")]
+            positions = [f"{t}/{p}@{o}" for t, p, o in zip(*cols3, strict=True)]
             # Vectorized: the max offset per topic-partition of this Arrow batch.
             agg = (
                 pa.Table.from_batches([batch.select(["topic", "partition", "offset"])])
@@ -239,72 +218,63 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
                 tp = offsets.setdefault(t, {})
                 if o + 1 > tp.get(str(p), -1):
                     tp[str(p)] = o + 1  # the next offset to read, as Spark records it
-        for v in values:
-            if v is None:
-                continue
-            rec = v if isinstance(v, bytes) else str(v).encode()
-            try:
-                row, pvals = bound.encode(rec)
-            except SerializationError as e:
-                bad += 1
-                if plan.options.dead_letter_path or plan.options.skip_bad_records:
-                    dead.append(
-                        json.dumps({"reason": str(e), "record": rec.decode("utf-8", "replace")})
-                    )
-                    continue
+        if not recs:
+            continue
+        enc = bound.encode_block(recs)  # one columnar pass over the batch's records
+        rejected = list(enc.rejected)
+        groups: list[tuple[str, pa.Table]] = [("", enc.table)]
+        if plan.table.partition_keys and enc.partitions is not None:
+            groups = []
+            for pvals, rows in place.partition_groups(enc.partitions):
+                try:
+                    groups.append((place.partition_dir(pvals), enc.table.take(rows)))
+                except SerializationError as e:
+                    rejected.extend((i, e) for i in enc.good_indices.take(rows).to_pylist())
+        for part, t in groups:
+            for bucket, rows in place.bucket_groups(t):
+                tables.setdefault((part, bucket), []).append(rows)
+        for i, err in sorted(rejected, key=lambda r: r[0]):
+            bad += 1
+            pos = positions[where[i]] if positions is not None else ""
+            if dead is not None:
+                dead.add(recs[i], str(err), position=pos)
+            elif opts.skip_bad_records:
+                log.warning("skipped bad record at %s: %s", pos or "?", err)
+            else:
                 raise SerializationError(
-                    f"bad record in micro-batch (no dead letter configured): {e}"
-                ) from e
-            part = ""
-            if plan.partition_keys:
-                part = part_names.get(pvals, "")
-                if not part:
-                    part = part_names[pvals] = make_partition_name(plan.partition_keys, list(pvals))
-            bucket = (
-                bucket_number([row[i] for i in bidx], btypes, plan.num_buckets,
-                              bucketing_version=plan.bucketing_version)
-                if bidx else 0
-            )  # fmt: skip
-            buffers.setdefault((part, bucket), []).append(row)
-    out_rows: list[dict[str, Any]] = []
+                    f"bad record {pos} in micro-batch (no dead letter configured): {err}"
+                ) from err
     dl_path = ""
-    if dead and plan.options.dead_letter_path:
-        dstore, droot = Storage.for_path(plan.options.dead_letter_path)
-        attempt = ctx.attemptNumber() if ctx is not None else 0
-        dl_path = dstore.join(
-            droot, f"write_{plan.write_ids[0]:07d}_task_{stmt:04d}_{attempt}.jsonl"
-        )
-        dstore.makedirs(droot)
-        with dstore.create(dl_path, overwrite=True) as f:
-            f.write(("\n".join(dead) + "\n").encode())
+    if dead is not None:
+        dead.close()
+        dl_path = dead.path if dead.count else ""
+    out_rows: list[dict[str, Any]] = []
     wids = plan.write_ids
-    d = layout.delta_dir_name(wids[0], wids[-1], statement_id=stmt)
-    for (part, bucket), rows in sorted(buffers.items()):
-        base = storage.join(root, part) if part else root
-        path = storage.join(base, d, layout.bucket_file_name(bucket))
+    for (part, bucket), parts in sorted(tables.items(), key=lambda kv: kv[0]):
+        rows = pa.concat_tables(parts)
+        path = place.bucket_file(part, wids[0], wids[-1], stmt, bucket)
         # A file left by an earlier, failed attempt of this task: that attempt is dead
         # (Spark retries only after a failure; speculation is refused by the driver).
-        storage.delete(path)
-        storage.delete(layout.side_file_name(path))
-        w = AcidFileWriter(
-            storage, path, schema, kind="insert", bucket_id=bucket, statement_id=stmt,
-            streaming=True, side_file=storage.supports_flush, options=plan.options.orc,
-            engine="arrow",
+        place.storage.delete(path)
+        place.storage.delete(layout.side_file_name(path))
+        w = place.insert_writer(
+            part, bucket, min_write_id=wids[0], max_write_id=wids[-1], statement_id=stmt,
+            streaming=True, options=opts.orc,
         )  # fmt: skip
         try:
-            share, extra = divmod(len(rows), len(wids))
+            share, extra = divmod(rows.num_rows, len(wids))
             start = 0
             for i, wid in enumerate(wids):
-                end = start + share + (1 if i < extra else 0)
-                w.insert(wid, rows[start:end])
+                n = share + (1 if i < extra else 0)
+                w.insert_arrow(wid, rows.slice(start, n))
                 w.flush()  # the txn boundary: intermediate footer + side-file length
-                start = end
+                start += n
         except BaseException:
             w.abort()
             raise
         w.close()
         out_rows.append({"partition": part, "path": path, "bucket": bucket, "stmt": stmt,
-                         "rows": len(rows), "bad": 0, "offsets": "", "dead_letter": "",
+                         "rows": rows.num_rows, "bad": 0, "offsets": "", "dead_letter": "",
                          "flushes": json.dumps(w.flush_lengths)})  # fmt: skip
     # One extra row carries the task's offsets and bad-record count even without files.
     out_rows.append({"partition": "", "path": "", "bucket": -1, "stmt": stmt, "rows": 0, "bad": bad,
@@ -320,13 +290,6 @@ def _file_arrow_schema() -> Any:
          ("rows", pa.int64()), ("bad", pa.int64()), ("offsets", pa.string()), ("dead_letter", pa.string()),
          ("flushes", pa.string())]
     )  # fmt: skip
-
-
-def _crash_point(step: str) -> None:
-    """Crash injection for recovery tests: SIGKILL this driver at a named step."""
-    if os.environ.get(CRASH_ENV) == step:
-        log.warning("crash injection: killing the driver at %s", step)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _merge_offsets(
@@ -355,8 +318,8 @@ def committed_offsets(
     cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
     store = open_store(cfg.metastore_url, warehouse=cfg.warehouse)
     try:
-        db, _, name = table.lower().rpartition(".")
-        raw = store.get_table_param(db or "default", name, META_PREFIX + sink_id)
+        name = TableName.parse(table)
+        raw = store.get_table_param(name.db, name.table, META_PREFIX + sink_id)
     finally:
         store.close()
     return None if raw is None else json.loads(raw)
@@ -390,8 +353,8 @@ class AcidSink:
         self.options = options or SinkOptions()
         self.lineage = lineage
         self.config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
-        db, _, name = table.lower().rpartition(".")
-        self.db, self.table_name = db or "default", name
+        self.name = TableName.parse(table)
+        self.db, self.table_name = self.name.db, self.name.table
         self.agent = f"{AGENT_PREFIX}{self.db}.{self.table_name}:{self.options.sink_id}"
         self._store: TxnStore | None = None
         self._table: TableDef | None = None
@@ -452,21 +415,9 @@ class AcidSink:
             return
         assert self._table is not None and self._table.location is not None
         storage, root = Storage.for_path(self._table.location)
-        dirs = [root]
-        if self._table.partition_keys:
-            dirs = []
-            stack = [(root, 0)]
-            while stack:
-                d, depth = stack.pop()
-                if depth == len(self._table.partition_keys):
-                    dirs.append(d)
-                    continue
-                if storage.exists(d):
-                    stack.extend(
-                        (e.path, depth + 1)
-                        for e in storage.list_dir(d)
-                        if e.is_dir and "=" in e.name
-                    )
+        if not storage.exists(root):
+            return
+        dirs = [p.path for p in discover_partitions(storage, root)]
         for d in dirs:
             if not storage.exists(d):
                 continue
@@ -489,7 +440,7 @@ class AcidSink:
 
     # --------------------------------------------------------------- per batch
     def __call__(self, batch_df: Any, batch_id: int) -> None:
-        """Driver side: write one micro-batch as one transaction, exactly once."""
+        """Driver side: write one micro-batch as one transaction batch, exactly once."""
         t0 = time.monotonic()
         spark = batch_df.sparkSession
         if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
@@ -506,45 +457,24 @@ class AcidSink:
             return
         if self.options.value_column not in batch_df.columns:
             raise ConfigError(f"the micro-batch has no column {self.options.value_column!r}")
-        from ingest.heartbeat import Heartbeater
-
-        k = self.options.txns_per_batch
-        txns = store.open_txns(k, user=os.environ.get("USER", "spark"), host=socket.gethostname(),
-                               agent_info=self.agent)  # fmt: skip
-        committed = False
-        hb: Heartbeater | None = None
+        batch = TransactionBatch(
+            store,
+            self.name,
+            size=self.options.txns_per_batch,
+            heartbeat_interval_s=self.options.txn_timeout_s / 2,
+            dynamic=bool(table.partition_keys),
+            user=os.environ.get("USER", "spark"),
+            host=socket.gethostname(),
+            agent_info=self.agent,
+        )
+        txns, write_ids = list(batch.txn_ids), batch.write_ids
         try:
-            if len(txns) != k:
-                raise TransactionError(f"asked for {k} txns, the metastore opened {len(txns)}")
-            by_txn = store.allocate_write_ids(txns, self.db, self.table_name)
-            write_ids = tuple(by_txn[t] for t in txns)
-            if write_ids != tuple(range(write_ids[0], write_ids[0] + k)):
-                # One allocation call hands out consecutive ids; the delta name relies on it.
-                raise TransactionError(f"write ids {write_ids} of one batch are not consecutive")
-            for txn in txns:
-                req = LockRequest(
-                    components=(LockComponent(LockType.SHARED_READ, self.db, self.table_name, None,
-                                              operation=DataOperationType.INSERT,
-                                              is_dynamic_partition_write=bool(table.partition_keys)),),
-                    txn_id=txn, agent_info=self.agent,
-                )  # fmt: skip
-                if store.lock(req, wait_s=60).state != LockState.ACQUIRED:
-                    raise TransactionError(
-                        f"Unable to acquire lock on {table.full_name} for txn {txn}"
-                    )
-            _crash_point("after_open")
-            lost: list[frozenset[int]] = []
-            hb = Heartbeater(open_store(store.url), interval_s=self.options.txn_timeout_s / 2,
-                             txn_range=lambda: (txns[0], txns[-1]), on_lost=lost.append)  # fmt: skip
-            hb.start()
-            _crash_point("during_heartbeat")
+            batch.lock_all()
+            faults.point("sink.after_open")
+            faults.point("sink.during_heartbeat")
             plan = _TaskPlan(
-                location=table.location or "",
-                columns=table.columns,
-                partition_keys=table.partition_names,
-                bucket_cols=table.bucket_cols,
-                num_buckets=table.num_buckets,
-                bucketing_version=table.bucketing_version,
+                table=TableLayout.of(table),
+                source=str(self.name),
                 write_ids=write_ids,
                 options=self.options,
                 has_offsets={"topic", "partition", "offset"} <= set(batch_df.columns),
@@ -557,58 +487,49 @@ class AcidSink:
                 .mapInArrow(lambda it, plan=plan: _write_task(plan, it), FILE_SCHEMA)
                 .collect()
             )
-            _crash_point("after_files")
-            if lost:
-                raise TransactionError(
-                    f"txns {sorted(lost[0])} were aborted while the batch ran (heartbeat lost)"
-                )
+            faults.point("sink.after_files")
             rows = sum(int(f["rows"]) for f in files)
             bad = sum(int(f["bad"]) for f in files)
             offsets: dict[str, dict[str, int]] = dict((last or {}).get("offsets") or {})
             for f in files:
                 if f["offsets"]:
                     offsets = _merge_offsets(offsets, json.loads(f["offsets"]))
+            # Every file holds rows of every txn of the batch: each txn names every partition.
             parts = sorted({f["partition"] for f in files if f["path"] and f["partition"]})
-            if parts:
-                # Every file holds rows of every txn of the batch. Registers the partitions
-                # in the catalog too (Hive's addDynamicPartitions).
-                for txn, wid in zip(txns, write_ids, strict=True):
-                    store.add_dynamic_partitions(txn, wid, self.db, self.table_name, parts,
-                                                 DataOperationType.INSERT)  # fmt: skip
             wrange = [write_ids[0], write_ids[-1]]
             value = json.dumps({"sink_id": self.options.sink_id, "lineage": self.lineage, "batch_id": batch_id, "offsets": offsets,
                                 "write_ids": wrange, "txn_ids": [txns[0], txns[-1]], "rows": rows, "bad_records": bad})  # fmt: skip
-            store.commit_txns(
-                txns, key=self.options.meta_key, value=value, db=self.db, table=self.table_name
-            )
-            committed = True
-            _crash_point("after_commit")
+            batch.commit_all(partitions=parts, key=self.options.meta_key, value=value)
+            faults.point("sink.after_commit")
             self.batches_committed += 1
-            self.last_batch_stats = {"batch_id": batch_id, "txn_ids": list(txns), "write_ids": wrange, "rows": rows,
+            self.last_batch_stats = {"batch_id": batch_id, "txn_ids": txns, "write_ids": wrange, "rows": rows,
                                      "bad_records": bad, "files": sum(1 for f in files if f["path"]),
                                      "partitions": parts, "seconds": time.monotonic() - t0,
                                      # the length at each txn boundary (intermediate footer) per file
                                      "flush_lengths": {f["path"]: json.loads(f["flushes"]) for f in files if f["path"]}}  # fmt: skip
             log.info("batch %s: %s rows in write ids %s..%s (%s bad)", batch_id, rows, *wrange, bad)
+        except CommitStateUnknownError:
+            # The commit may have landed and the metastore cannot tell now: keep every file
+            # and txn as they are; the next run's recover() (or a replay) decides from the
+            # metastore. Deleting here could destroy a committed micro-batch.
+            raise
         except BaseException:
-            if not committed:
-                self._abort(txns, store)
+            if batch.state is not TxnState.COMMITTED:
+                self._abort(batch)
             raise
         finally:
-            if hb is not None:
-                hb.stop()
+            batch.close()
 
-    def _abort(self, txns: list[int], store: TxnStore) -> None:
+    def _abort(self, batch: TransactionBatch) -> None:
+        """A micro-batch that failed before its commit: abort its txns, delete its files."""
         try:
-            wids = set()
-            for txn in txns:
-                wid = store.write_id_for_txn(txn, self.db, self.table_name)
-                store.abort_txn(txn, reason="micro-batch failed before commit")
-                if wid is not None:
-                    wids.add(wid)
-            self._delete_writes(wids)
+            batch.abort_remaining("micro-batch failed before commit")
+            self._delete_writes(set(batch.write_ids))
         except (AcidStreamError, OSError) as e:
-            log.error("could not abort txns %s after a failed batch: %s (the reaper will)", txns, e)
+            log.error(
+                "could not abort txns %s after a failed batch: %s (recover() will at restart)",
+                list(batch.txn_ids), e,
+            )  # fmt: skip
 
     def close(self) -> None:
         if self._store is not None:

@@ -12,19 +12,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from acid.errors import ConfigError, TableNotFoundError
+from acid.errors import ConfigError, JobFailedError, TableNotFoundError
 from acid.schema import TableSchema
+from acid.table_name import TableName
 from sinks.config import KafkaJobConfig
 from sinks.foreach_batch import AcidSink, committed_offsets
 from txn.catalog import TableDef
 from txn.config import StoreConfig
 
-__all__ = ["JobResult", "ensure_table", "run_kafka_job", "spark_session"]
+__all__ = ["JobResult", "ensure_table", "job_failure_message", "run_kafka_job", "spark_session"]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +67,8 @@ def ensure_table(config: KafkaJobConfig) -> TableDef:
     cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
     store = cfg.open()
     try:
-        db, _, name = config.table.name.lower().rpartition(".")
-        db = db or "default"
+        tn = TableName.parse(config.table.name)
+        db, name = tn.db, tn.table
         try:
             return store.get_table(db, name)
         except TableNotFoundError:
@@ -128,6 +130,40 @@ def _starting_offsets(config: KafkaJobConfig) -> tuple[str, str]:
     return config.kafka.starting_offsets, "config"
 
 
+_HINTS = {
+    "DataLossError": "the checkpoint's offsets are no longer in the topic (topic re-created, or a "
+    "new broker): set kafka.fail_on_data_loss: false to go on from what is there, or start with "
+    "a new checkpoint",
+    "SourceError": "check kafka.bootstrap_servers and kafka.topic (is the broker up?)",
+    "SerializationError": "set sink.dead_letter_path (or sink.skip_bad_records: true) to divert "
+    "bad records instead of failing the batch",
+    "StorageError": "free space or fix permissions on the warehouse, then run again (committed "
+    "data is intact)",
+    "TxnAbortedError": "the metastore aborted the batch's txns (heartbeat timeout?): run again",
+    "CommitStateUnknownError": "the metastore went away during a commit: run again; the job "
+    "re-checks the commit and never duplicates",
+    "ConfigError": "fix the configuration",
+}
+
+_ERROR_LINE = re.compile(r"(?:^|[\s.:])([A-Z]\w*(?:Error|Exception)): (.+)")
+
+
+def job_failure_message(report: str) -> str:
+    """One line for a failed query: the innermost acidstream error Spark's report names
+    (or its first line) and the fix."""
+    found: list[tuple[str, str]] = []
+    for line in report.splitlines():
+        m = _ERROR_LINE.search(line.strip())
+        if m:
+            found.append((m.group(1), m.group(2).strip()))
+    known = [(n, msg) for n, msg in found if n in _HINTS]
+    if known:
+        name, msg = known[-1]
+        return f"streaming query failed: {name}: {msg} (fix: {_HINTS[name]})"
+    first = next((ln.strip() for ln in report.splitlines() if ln.strip()), "unknown failure")
+    return f"streaming query failed: {first}"
+
+
 def _lineage(checkpoint: str) -> str:
     """The id of this checkpoint directory's lineage of batch ids (created on first use)."""
     import uuid
@@ -165,8 +201,52 @@ def run_kafka_job(
             "kafka.bootstrap_servers is 'embedded': start the broker first (examples/kafka_to_table.py)"
         )
     ensure_table(config)
+    services = _TableServices(config)
+    try:
+        return _run(config, servers, spark, timeout_s)
+    finally:
+        services.stop()
+
+
+class _TableServices:
+    """What keeps the table healthy while the job runs, in the driver: the housekeeper
+    (aborts txns of dead writers) and, with ``compaction: auto``, the compactor (initiator,
+    worker, cleaner), each on its own threads and store connection."""
+
+    def __init__(self, config: KafkaJobConfig) -> None:
+        from recovery.housekeeper import Housekeeper
+
+        cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
+        self.housekeeper = Housekeeper(
+            cfg.metastore_url,
+            interval_s=config.housekeeping_interval_s,
+            txn_timeout_s=config.sink.txn_timeout_s,
+        )
+        self.housekeeper.start()
+        self.compactor: Any = None
+        self._store: Any = None
+        if config.compaction == "auto":
+            from compaction.service import Compactor
+
+            self._store = cfg.open()
+            self.compactor = Compactor(
+                self._store, on_event=lambda line: log.info("compactor: %s", line)
+            )
+            self.compactor.start()
+
+    def stop(self) -> None:
+        try:
+            if self.compactor is not None:
+                self.compactor.stop()
+        finally:
+            if self._store is not None:
+                self._store.close()
+            self.housekeeper.stop()
+
+
+def _run(config: KafkaJobConfig, servers: str, spark: Any, timeout_s: float | None) -> JobResult:
     spark = spark or spark_session(config)
-    from ingest.kafka_source import KafkaSource
+    from sources.kafka import KafkaSource
 
     spark.dataSource.register(KafkaSource)
     start, origin = _starting_offsets(config)
@@ -202,6 +282,8 @@ def run_kafka_job(
     writer = (writer.trigger(availableNow=True) if config.trigger.available_now
               else writer.trigger(processingTime=config.trigger.processing_time))  # fmt: skip
     t0 = time.monotonic()
+    from pyspark.errors import StreamingQueryException
+
     query = writer.start()
     try:
         if timeout_s is None:
@@ -210,12 +292,15 @@ def run_kafka_job(
             query.awaitTermination(timeout_s)
             if query.isActive:
                 query.processAllAvailable()
+        failure = query.exception()
+    except StreamingQueryException as e:
+        failure = e
     finally:
         if query.isActive:
             query.stop()
         sink.close()
-    if query.exception() is not None:
-        raise RuntimeError(f"streaming query failed: {query.exception()}")
+    if failure is not None:
+        raise JobFailedError(job_failure_message(str(failure))) from failure
     return JobResult(
         sink.batches_committed, sink.batches_skipped, rows, time.monotonic() - t0, origin
     )

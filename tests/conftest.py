@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.plugins.spark_fixture",
     "tests.plugins.store_fixture",
     "tests.plugins.kafka_fixture",
+    "tests.plugins.tmpfs_fixture",
 ]
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"

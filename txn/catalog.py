@@ -10,31 +10,30 @@ managed, stored as ORC (unless insert-only) and not sorted, and its
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from acid.errors import ConfigError
+from acid.partition_name import (
+    make_partition_name,
+)
 from acid.schema import TableSchema, parse_hive_type
+from acid.table_name import DEFAULT_DB
 
 __all__ = [
-    "DEFAULT_DB",
-    "DEFAULT_PARTITION_NAME",
     "ORC_INPUT_FORMAT",
     "ORC_OUTPUT_FORMAT",
     "ORC_SERDE",
     "DatabaseDef",
     "PartitionInfo",
     "TableDef",
+    "absolute_location",
     "default_table_location",
-    "escape_path_name",
-    "make_partition_name",
-    "parse_partition_name",
-    "unescape_path_name",
+    "is_absolute_location",
     "validate_table",
 ]
 
-DEFAULT_DB = "default"
-DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 ORC_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
 ORC_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat"
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
@@ -44,58 +43,22 @@ TRANSACTIONAL = "transactional"
 TRANSACTIONAL_PROPERTIES = "transactional_properties"
 BUCKETING_VERSION = "bucketing_version"
 
-# FileUtils.charToEscape: 0x01-0x1F, '"', '#', '%', '\'', '*', '/', ':', '=', '?', '\\',
-# 0x7F, '{', '[', ']', '^' (the Windows-only extras are not escaped, as on Linux).
-_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
+
+def absolute_location(location: str) -> str:
+    """A warehouse, table or partition location as it is stored: an absolute path, or a URL
+    with a scheme (``file://``, ``hdfs://``...).
+
+    A relative path is resolved against the current directory once, here, when the store
+    or the table is configured, so what is stored never depends on a later process's cwd.
+    """
+    if "://" in location:
+        return location.rstrip("/")
+    return os.path.abspath(location)
 
 
-def escape_path_name(text: str) -> str:
-    """Hive's ``FileUtils.escapePathName``: ``%`` plus two upper-case hex digits."""
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
-
-
-def unescape_path_name(text: str) -> str:
-    """Hive's ``FileUtils.unescapePathName``: the inverse of :func:`escape_path_name`."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "%" and _is_hex(text[i + 1 : i + 3]):
-            out.append(chr(int(text[i + 1 : i + 3], 16)))
-            i += 3
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _is_hex(s: str) -> bool:
-    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
-
-
-def make_partition_name(keys: Sequence[str], values: Sequence[str | None]) -> str:
-    """Hive's ``makePartName``: ``k1=v1/k2=v2``, escaped; NULL or empty values become
-    ``__HIVE_DEFAULT_PARTITION__``."""
-    if len(keys) != len(values):
-        raise ConfigError(
-            f"partition needs {len(keys)} values ({', '.join(keys)}), got {len(values)}"
-        )
-    parts = []
-    for k, v in zip(keys, values, strict=True):
-        value = DEFAULT_PARTITION_NAME if v is None or v == "" else escape_path_name(v)
-        parts.append(f"{escape_path_name(k.lower())}={value}")
-    return "/".join(parts)
-
-
-def parse_partition_name(name: str) -> list[tuple[str, str]]:
-    """Split ``k1=v1/k2=v2`` into unescaped ``(key, value)`` pairs."""
-    out = []
-    for part in name.split("/"):
-        key, sep, value = part.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"bad partition name {name!r}: expected k1=v1/k2=v2")
-        out.append((unescape_path_name(key), unescape_path_name(value)))
-    return out
+def is_absolute_location(location: str) -> bool:
+    """Whether a stored location names one directory whatever the reader's cwd."""
+    return "://" in location or location.startswith("/")
 
 
 def _join(root: str, *names: str) -> str:

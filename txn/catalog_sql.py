@@ -10,16 +10,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from acid.errors import ConfigError, TableNotFoundError
+from acid.partition_name import parse_partition_name
+from acid.table_name import DEFAULT_DB
 from txn.catalog import (
-    DEFAULT_DB,
     DatabaseDef,
     PartitionInfo,
     TableDef,
+    absolute_location,
     default_table_location,
-    parse_partition_name,
+    is_absolute_location,
     validate_table,
 )
-from txn.db import Database, Tx
+from txn.db import Tx
+from txn.store_ops import StoreOps
 
 __all__ = ["CatalogOps", "CompactionInfo"]
 
@@ -41,12 +44,32 @@ def _norm(name: str) -> str:
     return name.strip().lower()
 
 
+_RELOCATE_HINT = (
+    "it was stored relative by an older acidstream and would name a different directory "
+    "in every working directory; point it at its real directory with `acidstream "
+    "set-location {what} /absolute/path` (TxnStore.set_{kind}_location)"
+)
+
+
+def check_location(what: str, location: str, *, kind: str = "table") -> str:
+    """A location read back from the metastore, refused if it is relative (an old store).
+
+    Raises:
+        ConfigError: naming the table (or database) and the location, and the fix.
+    """
+    if not is_absolute_location(location):
+        target = what if kind == "table" else f"--database {what}"
+        hint = _RELOCATE_HINT.format(what=target, kind=kind)
+        raise ConfigError(f"{kind} {what} has the relative location {location!r}: {hint}")
+    return location
+
+
 def database_location(tx: Tx, db: str, warehouse: str | None) -> str | None:
     """The database row's location; raises TableNotFoundError if the database is missing."""
     row = tx.one("SELECT LOCATION FROM DBS WHERE NAME = ?", db)
     if row is None:
         raise TableNotFoundError(f"Database {db} does not exist")
-    return row[0] if row[0] is not None else None
+    return None if row[0] is None else check_location(db, row[0], kind="database")
 
 
 def create_database(
@@ -55,9 +78,9 @@ def create_database(
     name = _norm(d.name)
     if not name or not all(c.isalnum() or c == "_" for c in name):
         raise ConfigError(f"invalid database name {d.name!r}")
-    location = d.location
+    location = None if d.location is None else absolute_location(d.location)
     if location is None and warehouse is not None and name != DEFAULT_DB:
-        location = f"{warehouse.rstrip('/')}/{name}.db"
+        location = f"{absolute_location(warehouse)}/{name}.db"
     changed = tx.count(
         "INSERT INTO DBS (NAME, LOCATION, DESCRIPTION, OWNER, CREATE_TIME) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (NAME) DO NOTHING",
@@ -93,12 +116,13 @@ def create_table(
         if if_not_exists:
             return get_table(tx, t.db, t.name)
         raise ConfigError(f"Table {t.full_name} already exists")
-    location = t.location
+    # Stored absolute: resolved against this process's cwd now, never a later reader's.
+    location = None if t.location is None else absolute_location(t.location)
     if location is None:
         if db_location is not None:
             location = f"{db_location.rstrip('/')}/{t.name}"
         elif warehouse is not None:
-            location = default_table_location(warehouse, t.db, t.name)
+            location = default_table_location(absolute_location(warehouse), t.db, t.name)
         else:
             raise ConfigError(
                 f"{t.full_name}: no location given and no warehouse configured to default it"
@@ -135,7 +159,8 @@ def create_table(
     return t
 
 
-def get_table(tx: Tx, db: str, name: str) -> TableDef:
+def get_table(tx: Tx, db: str, name: str, *, check: bool = True) -> TableDef:
+    """The table's definition; ``check``: refuse a relative location (:func:`check_location`)."""
     db, name = _norm(db), _norm(name)
     row = tx.one(
         "SELECT TBL_TYPE, LOCATION, INPUT_FORMAT, OUTPUT_FORMAT, SERDE, NUM_BUCKETS, OWNER "
@@ -163,7 +188,7 @@ def get_table(tx: Tx, db: str, name: str) -> TableDef:
         num_buckets=row[5],
         sort_cols=tuple((c[1], c[3]) for c in cols if c[0] == "s"),
         parameters=dict(params),
-        location=row[1],
+        location=check_location(f"{db}.{name}", row[1]) if check else row[1],
         table_type=row[0],
         input_format=row[2],
         output_format=row[3],
@@ -180,7 +205,8 @@ def list_tables(tx: Tx, db: str | None) -> list[TableDef]:
         rows = tx.q(
             "SELECT TBL_DB, TBL_NAME FROM TBLS WHERE TBL_DB = ? ORDER BY TBL_NAME", _norm(db)
         )
-    return [get_table(tx, r[0], r[1]) for r in rows]
+    # A listing shows old relative locations as stored instead of failing on them.
+    return [get_table(tx, r[0], r[1], check=False) for r in rows]
 
 
 def _values_in_order(t: TableDef, values: Sequence[str | None] | Mapping[str, str | None]) -> list:
@@ -234,7 +260,8 @@ def _ensure_partition(
             t.name,
             name,
         )
-        location = row[0] if row is not None else location
+        if row is not None:
+            location = check_location(f"{t.full_name} partition {name}", row[0])
     return PartitionInfo(name=name, location=location, exists=created == 0, values=values)
 
 
@@ -263,9 +290,47 @@ def list_partitions(tx: Tx, db: str, table: str) -> list[PartitionInfo]:
         t.name,
     )
     return [
-        PartitionInfo(r[0], r[1], True, tuple(v for _, v in parse_partition_name(r[0])))
+        PartitionInfo(
+            r[0],
+            check_location(f"{t.full_name} partition {r[0]}", r[1]),
+            True,
+            tuple(v for _, v in parse_partition_name(r[0])),
+        )
         for r in rows
     ]
+
+
+def set_table_location(tx: Tx, db: str, table: str, location: str) -> TableDef:
+    """Point a table at an absolute location; partitions under its old location follow.
+
+    The explicit migration of a table stored with a relative location by an older
+    acidstream (which :func:`check_location` refuses to guess).
+    """
+    new = absolute_location(location)
+    t = get_table(tx, db, table, check=False)
+    old = (t.location or "").rstrip("/")
+    tx.x("UPDATE TBLS SET LOCATION = ? WHERE TBL_DB = ? AND TBL_NAME = ?", new, t.db, t.name)
+    parts = tx.q(
+        "SELECT PART_NAME, LOCATION FROM PARTITIONS WHERE PART_DB = ? AND PART_TBL = ?",
+        t.db,
+        t.name,
+    )
+    moved = []
+    for name, loc in parts:
+        if loc == f"{old}/{name}" or not is_absolute_location(loc):
+            moved.append((f"{new}/{name}", t.db, t.name, name))
+    tx.xmany(
+        "UPDATE PARTITIONS SET LOCATION = ? WHERE PART_DB = ? AND PART_TBL = ? AND PART_NAME = ?",
+        moved,
+    )
+    return get_table(tx, t.db, t.name)
+
+
+def set_database_location(tx: Tx, db: str, location: str) -> DatabaseDef:
+    """Point a database (where its new tables default) at an absolute location."""
+    get_database(tx, db)
+    tx.x("UPDATE DBS SET LOCATION = ? WHERE NAME = ?", absolute_location(location), _norm(db))
+    return get_database(tx, db)
 
 
 def get_table_param(tx: Tx, db: str, table: str, key: str) -> str | None:
@@ -328,14 +393,8 @@ def list_compactions(tx: Tx) -> list[CompactionInfo]:
     return [CompactionInfo(*r) for r in rows]
 
 
-class CatalogOps:
+class CatalogOps(StoreOps):
     """The catalog half of :class:`~txn.store.TxnStore`: one DB transaction per method."""
-
-    _db: Database
-    warehouse: str | None
-
-    def _now_ms(self) -> int:
-        raise NotImplementedError
 
     # -- catalog ----------------------------------------------------------------------------
     def create_database(
@@ -394,6 +453,24 @@ class CatalogOps:
             idempotent=True,
         )
 
+    def find_location(self, location: str) -> tuple[TableDef, str | None] | None:
+        """The table whose directory, or the partition of a table whose directory, is
+        ``location`` (an absolute path or URL): ``(table, partition name or None)``."""
+
+        def body(tx: Tx) -> tuple[TableDef, str | None] | None:
+            loc = location.rstrip("/")
+            row = tx.one("SELECT TBL_DB, TBL_NAME FROM TBLS WHERE LOCATION = ?", loc)
+            if row is not None:
+                return get_table(tx, row[0], row[1]), None
+            row = tx.one(
+                "SELECT PART_DB, PART_TBL, PART_NAME FROM PARTITIONS WHERE LOCATION = ?", loc
+            )
+            if row is not None:
+                return get_table(tx, row[0], row[1]), str(row[2])
+            return None
+
+        return self._db.run("find_location", body, write=False, idempotent=True)
+
     def list_tables(self, db: str | None = None) -> list[TableDef]:
         """Tables of one database, or of all, by name."""
         return self._db.run(
@@ -407,6 +484,21 @@ class CatalogOps:
         return self._db.run(
             "add_partition",
             lambda tx: add_partition(tx, db, table, values, now_ms=self._now_ms()),
+        )
+
+    def set_table_location(self, db: str, table: str, location: str) -> TableDef:
+        """Move a table's catalog entry to ``location`` (made absolute against the cwd);
+        partitions at their default place under the old location follow. Files are not
+        moved. This is the explicit migration of a table an older acidstream stored with a
+        relative location, which every other call refuses (ConfigError)."""
+        return self._db.run(
+            "set_table_location", lambda tx: set_table_location(tx, db, table, location)
+        )
+
+    def set_database_location(self, db: str, location: str) -> DatabaseDef:
+        """Change where a database's new tables default (made absolute against the cwd)."""
+        return self._db.run(
+            "set_database_location", lambda tx: set_database_location(tx, db, location)
         )
 
     def list_partitions(self, db: str, table: str) -> list[PartitionInfo]:

@@ -4,6 +4,11 @@ Precedence is arguments > environment (``ACIDSTREAM_METASTORE``,
 ``ACIDSTREAM_WAREHOUSE``) > defaults (``./warehouse`` and the embedded SQLite
 store inside it). The CLI, ingest and sinks share this so they all find the
 same store.
+
+Relative paths (the warehouse, a ``sqlite:///relative/path.db``) are resolved
+against the current directory here, once: the resolved config names the same
+directories in every process it is handed to (Spark executors, subprocesses),
+whatever their working directory.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from acid.errors import ConfigError
+from txn.catalog import absolute_location
 
 if TYPE_CHECKING:
     from txn.store import TxnStore
@@ -32,7 +38,7 @@ METASTORE_FILE = "metastore.db"
 _SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoreConfig:
     """The metastore URL and the warehouse root.
 
@@ -45,6 +51,10 @@ class StoreConfig:
     warehouse: str
 
     def __post_init__(self) -> None:
+        # Normalise at construction: every StoreConfig names absolute places.
+        if self.warehouse:
+            object.__setattr__(self, "warehouse", absolute_location(self.warehouse))
+        object.__setattr__(self, "metastore_url", _absolute_sqlite(self.metastore_url))
         if not self.metastore_url.startswith(_SCHEMES):
             raise ConfigError(
                 f"{ENV_METASTORE}/--metastore must start with sqlite:/// or postgresql://, "
@@ -73,10 +83,21 @@ class StoreConfig:
             url = f"sqlite:///{wh.rstrip('/')}/{METASTORE_FILE}"
         return cls(metastore_url=url, warehouse=wh)
 
-    def open(self, *, clock: Callable[[], float] | None = None) -> TxnStore:
-        """Open the store this configuration names."""
+    def open(
+        self, *, clock: Callable[[], float] | None = None, read_only: bool = False
+    ) -> TxnStore:
+        """Open the store this configuration names (``read_only``: see ``open_store``)."""
         from txn.store import open_store
 
         if clock is None:
-            return open_store(self.metastore_url, warehouse=self.warehouse)
-        return open_store(self.metastore_url, warehouse=self.warehouse, clock=clock)
+            return open_store(self.metastore_url, warehouse=self.warehouse, read_only=read_only)
+        return open_store(
+            self.metastore_url, warehouse=self.warehouse, clock=clock, read_only=read_only
+        )
+
+
+def _absolute_sqlite(url: str) -> str:
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/") and len(url) > len(prefix):
+        return prefix + absolute_location(url[len(prefix) :])
+    return url

@@ -16,20 +16,18 @@ processes):
   "unknown" error (``CommitStateUnknownError`` for ``commit_txn``).
 * Anything else surfaces as a typed :class:`~acid.errors.TransactionError`.
 
-Crash injection for tests: ``ACIDSTREAM_TXN_CRASH_AT`` (comma-separated point
-names) SIGKILLs the process at those points, and ``Database.crash_hook`` is
-called with each point name.
+Fault injection for tests goes through :mod:`acid.faults` (the one test-hook module):
+each statement boundary of a call is a named step (``commit_txn.before_commit``...).
 """
 
 from __future__ import annotations
 
 import abc
 import enum
-import os
-import signal
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from tenacity import (
     Retrying,
@@ -39,15 +37,22 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from acid.errors import AcidStreamError, TransactionError
+from acid import faults
+from acid.errors import AcidStreamError, ConfigError, TransactionError
 
-__all__ = ["CRASH_ENV", "Database", "ErrorKind", "Tx"]
+__all__ = ["Database", "ErrorKind", "Tx", "redact_url"]
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
 
-CRASH_ENV = "ACIDSTREAM_TXN_CRASH_AT"
-"""Environment variable naming crash points (``op.step``) at which the process SIGKILLs itself."""
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages (``postgresql://u:***@host/db``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class ErrorKind(enum.Enum):
@@ -104,6 +109,10 @@ class Tx:
         """Give tests a chance to crash or disturb the store at a named step."""
         self._db.crash_point(name)
 
+    def has_table(self, name: str) -> bool:
+        """Whether the metastore schema has a table of this name."""
+        return self._db._has_table(name)
+
 
 class Database(abc.ABC):
     """One connection to the metastore database, used by one store.
@@ -116,10 +125,10 @@ class Database(abc.ABC):
     max_attempts = 8
     max_retry_s = 60.0
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         self.url = url
-        self.crash_hook: Callable[[str], None] | None = None
-        self._crash_at = frozenset(filter(None, os.environ.get(CRASH_ENV, "").split(",")))
+        self.read_only = read_only
+        self.display_url = redact_url(url)
         self._mutex = threading.RLock()
 
     # -- backend hooks ------------------------------------------------------------------------
@@ -165,15 +174,15 @@ class Database(abc.ABC):
     def _lock_for_migration(self, tx: Tx) -> None:
         """Serialise schema migrations across processes."""
 
+    @abc.abstractmethod
+    def _has_table(self, name: str) -> bool:
+        """Whether the schema has the table (names are case-insensitive, as unquoted SQL)."""
+
     # -- shared -------------------------------------------------------------------------------
     def crash_point(self, name: str) -> None:
-        """Crash (``ACIDSTREAM_TXN_CRASH_AT``) or call the test hook at step ``name``."""
-        if name in self._crash_at:
-            self._flush()  # the crash must fall between statements the server has run
-            os.kill(os.getpid(), signal.SIGKILL)
-        if self.crash_hook is not None:
-            self._flush()
-            self.crash_hook(name)
+        """A fault-injection step (:mod:`acid.faults`); a pipelining backend flushes first so
+        that a crash falls between statements the server has run."""
+        faults.point(name, before_crash=self._flush)
 
     def close(self) -> None:
         with self._mutex:
@@ -196,7 +205,12 @@ class Database(abc.ABC):
             write: Take the write lock (SQLite ``BEGIN IMMEDIATE``).
             idempotent: The call may be repeated even if a COMMIT's outcome is unknown.
             unknown: Builds the error raised when the connection is lost during COMMIT.
+
+        Raises:
+            ConfigError: a writing call on a store opened read-only.
         """
+        if write and self.read_only:
+            raise ConfigError(f"{op}: the metastore at {self.display_url} is open read-only")
         with self._mutex:
             try:
                 return self._attempt(op, body, write, idempotent, unknown)

@@ -1,18 +1,22 @@
-"""SQL of the lock manager: creating lock requests and Hive's ``checkLock``.
+"""The lock manager: creating lock requests, Hive's ``checkLock``, and :class:`LockOps`.
 
-Functions here run inside a store call's DB transaction (a :class:`~txn.db.Tx`).
+Functions here run inside a store call's DB transaction (a :class:`~txn.db.Tx`);
+:class:`LockOps` is the lock half of :class:`~txn.store.TxnStore`.
 Both backends serialise them on the ``NEXT_LOCK_ID`` row (SQLite: the write
 lock), so the FIFO check sees every earlier request.
 """
 
 from __future__ import annotations
 
-from acid.errors import TransactionError
+import time
+
+from acid.errors import LockTimeoutError, TransactionError
 from txn.db import Tx
-from txn.locks import LockRequest, LockResponse, LockState, LockType, lock_blocks
+from txn.locks import LockInfo, LockRequest, LockResponse, LockState, LockType, lock_blocks
+from txn.store_ops import StoreOps
 from txn.txn_sql import marks, norm, require_open
 
-__all__ = ["check_lock", "create_lock", "insert_txn_components"]
+__all__ = ["LockOps", "check_lock", "create_lock", "insert_txn_components"]
 
 
 def create_lock(tx: Tx, req: LockRequest, *, now: int) -> LockResponse:
@@ -127,3 +131,132 @@ def check_lock(tx: Tx, ext: int, *, zero_wait: bool, now: int) -> LockResponse:
         ext,
     )
     return LockResponse(ext, LockState.ACQUIRED)
+
+
+class LockOps(StoreOps):
+    """Locks: the lock-manager half of :class:`~txn.store.TxnStore`."""
+
+    def lock(self, request: LockRequest, *, wait_s: float = 0.0) -> LockResponse:
+        """Hive's ``lock``: record the request's components and try to acquire them all.
+
+        Write operations of a txn are recorded in ``TXN_COMPONENTS`` (a dynamic-partition
+        write once per table with a NULL partition). Without ``wait_s`` the call does not
+        block: the response may be WAITING, and :meth:`check_lock` polls it.
+
+        Raises:
+            LockTimeoutError: ``wait_s`` > 0 and the lock was not acquired in time (the
+                waiting request is withdrawn).
+            TxnAbortedError: the owning txn is aborted.
+        """
+        resp = self._db.run("lock", lambda tx: create_lock(tx, request, now=self._now_ms()))
+        if resp.state is LockState.WAITING and wait_s > 0:
+            return self.wait_for_lock(resp.lock_id, timeout_s=wait_s)
+        return resp
+
+    def check_lock(self, lock_id: int) -> LockResponse:
+        """Re-check a waiting lock (Hive's ``checkLock``); acquires it if nothing is in the way.
+
+        Raises:
+            TransactionError: no such lock (e.g. released when its txn was aborted).
+        """
+
+        def body(tx: Tx) -> LockResponse:
+            tx.q(f"SELECT NL_NEXT FROM NEXT_LOCK_ID{tx.for_update}")  # the checkLock mutex
+            return check_lock(tx, lock_id, zero_wait=False, now=self._now_ms())
+
+        return self._db.run("check_lock", body, idempotent=True)
+
+    def wait_for_lock(
+        self, lock_id: int, *, timeout_s: float, max_poll_s: float = 0.1
+    ) -> LockResponse:
+        """Poll :meth:`check_lock` with backoff until acquired or ``timeout_s`` passes.
+
+        Raises:
+            LockTimeoutError: not acquired in time; the request is withdrawn.
+        """
+        deadline = time.monotonic() + timeout_s
+        delay = 0.002
+        while True:
+            resp = self.check_lock(lock_id)
+            if resp.state is LockState.ACQUIRED:
+                return resp
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._db.run(
+                    "withdraw_lock",
+                    lambda tx: tx.x("DELETE FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", lock_id),
+                    idempotent=True,
+                )
+                raise LockTimeoutError(
+                    f"lock {lock_id} not acquired within {timeout_s:g}s "
+                    f"(blocked by lock {resp.blocked_by})"
+                )
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, max_poll_s)
+
+    def unlock(self, lock_id: int) -> None:
+        """Release a lock taken outside any txn (txn locks go with commit or abort, as in Hive).
+
+        Raises:
+            TransactionError: no such lock, or the lock belongs to a transaction.
+        """
+
+        def body(tx: Tx) -> None:
+            rows = tx.q("SELECT HL_TXNID FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", lock_id)
+            if not rows:
+                raise TransactionError(f"No such lock: {lock_id}")
+            if any(r[0] for r in rows):
+                raise TransactionError(
+                    f"Unlocking locks associated with transaction not permitted (lock {lock_id})"
+                )
+            tx.x("DELETE FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", lock_id)
+
+        self._db.run("unlock", body)
+
+    def heartbeat_lock(self, lock_id: int) -> None:
+        """Keep a lock taken outside any txn alive (txn locks live as long as their txn)."""
+
+        def body(tx: Tx) -> None:
+            n = tx.count(
+                "UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_LOCK_EXT_ID = ? "
+                "AND HL_TXNID = 0",
+                self._now_ms(),
+                lock_id,
+            )
+            if n == 0:
+                raise TransactionError(f"No such lock: {lock_id}")
+
+        self._db.run("heartbeat_lock", body, idempotent=True)
+
+    def show_locks(self) -> list[LockInfo]:
+        """Every lock (SHOW LOCKS), by ext id then int id."""
+        rows = self._db.run(
+            "show_locks",
+            lambda tx: tx.q(
+                "SELECT HL_LOCK_EXT_ID, HL_LOCK_INT_ID, HL_DB, HL_TABLE, HL_PARTITION, "
+                "HL_LOCK_STATE, HL_BLOCKEDBY_EXT_ID, HL_LOCK_TYPE, HL_TXNID, HL_LAST_HEARTBEAT, "
+                "HL_ACQUIRED_AT, HL_USER, HL_HOST, HL_AGENT_INFO FROM HIVE_LOCKS "
+                "ORDER BY HL_LOCK_EXT_ID, HL_LOCK_INT_ID"
+            ),
+            write=False,
+            idempotent=True,
+        )
+        return [
+            LockInfo(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                LockState(r[5]),
+                r[6],
+                LockType(r[7]),
+                r[8],
+                r[9],
+                r[10],
+                r[11],
+                r[12],
+                r[13] or "",
+            )
+            for r in rows
+        ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from acid.errors import ConfigError
+
 __all__ = [
     "DataOperationType",
     "LockComponent",
@@ -99,7 +101,7 @@ class LockComponent:
 
     def __post_init__(self) -> None:
         if self.table is None and self.partition is not None:
-            raise ValueError("a partition lock needs a table")
+            raise ConfigError("a partition lock needs a table")
 
     @property
     def level(self) -> LockLevel:
@@ -133,7 +135,7 @@ class LockRequest:
 
     def __post_init__(self) -> None:
         if not self.components:
-            raise ValueError("a lock request needs at least one component")
+            raise ConfigError("a lock request needs at least one component")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,10 @@ migration: append a new one.
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+from acid.errors import ConfigError
+from txn.db import Database, Tx
+
+__all__ = ["MIGRATIONS", "READABLE_FROM_VERSION", "SCHEMA_VERSION", "check_schema", "migrate"]
 
 _V1 = [
     # -- transactions --------------------------------------------------------------------------
@@ -201,8 +204,75 @@ _V1 = [
     )""",
 ]
 
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, tuple(_V1)),)
+_V2 = [
+    # The compactor's lookups by target (txn/compaction_sql.py).
+    "CREATE INDEX IF NOT EXISTS COMPACTION_QUEUE_TARGET_IDX "
+    "ON COMPACTION_QUEUE (CQ_DATABASE, CQ_TABLE, CQ_PARTITION, CQ_STATE)",
+    "CREATE INDEX IF NOT EXISTS COMPLETED_COMPACTIONS_TARGET_IDX "
+    "ON COMPLETED_COMPACTIONS (CC_DATABASE, CC_TABLE, CC_PARTITION, CC_ID)",
+]
+
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, tuple(_V1)), (2, tuple(_V2)))
 """``(version, statements)`` in ascending version order."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 """The version this code needs."""
+
+READABLE_FROM_VERSION = 1
+"""The oldest schema a read-only store can use as it is (later migrations only add
+indexes), so listing an older metastore needs no migration."""
+
+
+def migrate(tx: Tx, db: Database) -> int:
+    """Apply every missing migration in this DB transaction; return the schema version.
+
+    Serialised across processes by the backend (SQLite's write lock, a PostgreSQL advisory
+    lock), so concurrent first opens create the schema once.
+
+    Raises:
+        ConfigError: the database was written by a newer acidstream.
+    """
+    db._lock_for_migration(tx)
+    tx.x("CREATE TABLE IF NOT EXISTS SCHEMA_VERSION (VERSION INTEGER NOT NULL)")
+    current = _version(tx)
+    _refuse_newer(current)
+    for version, statements in MIGRATIONS:
+        if version > current:
+            for sql in statements:
+                tx.x(sql)
+            tx.x("INSERT INTO SCHEMA_VERSION (VERSION) VALUES (?)", version)
+    return SCHEMA_VERSION
+
+
+def check_schema(tx: Tx, url: str) -> int:
+    """For a read-only open: check the schema is there and current, changing nothing.
+
+    Raises:
+        ConfigError: no metastore schema at ``url`` (an empty database), or one this
+            acidstream cannot read without migrating it (open it read-write once).
+    """
+    current = _version(tx)
+    if current == 0:
+        raise ConfigError(f"no metastore at {url}")
+    _refuse_newer(current)
+    if current < READABLE_FROM_VERSION:
+        raise ConfigError(
+            f"metastore at {url} has schema version {current}; this acidstream reads "
+            f"{READABLE_FROM_VERSION} or later: open it read-write once to migrate it"
+        )
+    return current
+
+
+def _version(tx: Tx) -> int:
+    if not tx.has_table("SCHEMA_VERSION"):
+        return 0
+    row = tx.one("SELECT MAX(VERSION) FROM SCHEMA_VERSION")
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _refuse_newer(current: int) -> None:
+    if current > SCHEMA_VERSION:
+        raise ConfigError(
+            f"metastore schema version {current} is newer than this acidstream "
+            f"({SCHEMA_VERSION}); upgrade acidstream"
+        )

@@ -3,15 +3,23 @@
 
 The ``read_*`` functions run inside a read-only DB transaction (PostgreSQL:
 REPEATABLE READ, so their queries see one state); the others are pure.
+:class:`SnapshotOps` is the snapshot half of :class:`~txn.store.TxnStore`.
 """
 
 from __future__ import annotations
 
-from acid.snapshot import LONG_MAX, ValidTxnList
+from acid.snapshot import (
+    LONG_MAX,
+    ValidCompactorWriteIdList,
+    ValidTxnList,
+    ValidWriteIdList,
+)
 from txn.db import Tx
-from txn.txn_sql import TxnState
+from txn.store_ops import StoreOps
+from txn.txn_sql import TxnState, norm
 
 __all__ = [
+    "SnapshotOps",
     "read_table_writes",
     "read_txn_snapshot",
     "table_write_state",
@@ -113,3 +121,46 @@ def table_write_state(
         wid = invalid_ids[0][0]
         return (wid, [wid], [], min_open) if wid == min_open else (wid, [], [wid], min_open)
     return write_hwm, opens, [w for w, ab in invalid_ids if ab], min_open
+
+
+class SnapshotOps(StoreOps):
+    """Read snapshots: the ``getOpenTxns`` / ``getValidWriteIds`` half of the store."""
+
+    def get_valid_txns(self, current_txn: int = 0) -> ValidTxnList:
+        """Hive's ``getOpenTxns`` + ``createValidReadTxnList(resp, currentTxn)``.
+
+        The hwm is the highest txn id; open and aborted txns below it are exceptions. With a
+        current txn, the hwm is capped at it and only txns below it are exceptions, so a txn
+        sees its own writes.
+        """
+        hwm, rows = self._db.run("get_valid_txns", read_txn_snapshot, write=False, idempotent=True)
+        return valid_read_txn_list(hwm, rows, current_txn)
+
+    def _table_write_state(
+        self, db: str, table: str, valid_txns: ValidTxnList
+    ) -> tuple[int, list[int], list[int], int]:
+        write_hwm, rows, found_valid = self._db.run(
+            "get_valid_write_ids",
+            lambda tx: read_table_writes(tx, norm(db), norm(table), valid_txns),
+            write=False,
+            idempotent=True,
+        )
+        return table_write_state(valid_txns, write_hwm, rows, found_valid)
+
+    def get_valid_write_ids(
+        self, db: str, table: str, valid_txns: ValidTxnList
+    ) -> ValidWriteIdList:
+        """The reader's ``ValidWriteIdList`` of one table for a txn snapshot (spec §6.4)."""
+        hwm, opens, aborted, min_open = self._table_write_state(db, table, valid_txns)
+        return ValidWriteIdList(
+            f"{norm(db)}.{norm(table)}", hwm, tuple(opens), tuple(aborted), min_open
+        )
+
+    def get_valid_compactor_write_ids(
+        self, db: str, table: str, valid_txns: ValidTxnList
+    ) -> ValidCompactorWriteIdList:
+        """The compactor's view of a table (``TxnUtils.createValidCompactWriteIdList``)."""
+        hwm, opens, aborted, _ = self._table_write_state(db, table, valid_txns)
+        return ValidCompactorWriteIdList.from_table_state(
+            f"{norm(db)}.{norm(table)}", hwm, opens, aborted
+        )

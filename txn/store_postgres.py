@@ -14,6 +14,10 @@ retried by :class:`~txn.db.Database`.
 URL: ``postgresql://user@host:port/dbname[?schema=name]``; ``schema`` (not a
 libpq parameter) puts the metastore tables in that schema via ``search_path``
 and creates it if needed.
+
+Read-only (``open_store(url, read_only=True)``): the session runs with
+``default_transaction_read_only=on``, the schema is neither created nor migrated, and
+the store refuses every writing call before it reaches the server.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import psycopg.errors
 
+from acid.errors import ConfigError
 from txn.db import Database, ErrorKind, Row, Tx
 
 __all__ = ["PostgresDatabase", "split_schema"]
@@ -53,11 +58,11 @@ class PostgresDatabase(Database):
 
     for_update_clause = " FOR UPDATE"
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
+        super().__init__(url, read_only=read_only)
         self.conninfo, self.schema = split_schema(url)
         if self.schema is not None and not self.schema.replace("_", "").isalnum():
-            raise ValueError(f"bad schema name {self.schema!r}")
+            raise ConfigError(f"bad schema name {self.schema!r}")
         self._conn: psycopg.Connection[Any] | None = None
         self._pipe_cm: AbstractContextManager[psycopg.Pipeline] | None = None
         self._pipe: psycopg.Pipeline | None = None
@@ -71,12 +76,15 @@ class PostgresDatabase(Database):
     def _connect(self) -> None:
         if self._conn is not None and not self._conn.closed:
             return
-        kwargs: dict[str, Any] = {}
+        options = []
         if self.schema:
-            kwargs["options"] = f"-c search_path={self.schema}"
+            options.append(f"-c search_path={self.schema}")
+        if self.read_only:
+            options.append("-c default_transaction_read_only=on")
+        kwargs: dict[str, Any] = {"options": " ".join(options)} if options else {}
         conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10, **kwargs)
         conn.prepare_threshold = 1
-        if self.schema:
+        if self.schema and not self.read_only:
             try:
                 conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             except psycopg.errors.UniqueViolation:
@@ -159,3 +167,8 @@ class PostgresDatabase(Database):
 
     def _lock_for_migration(self, tx: Tx) -> None:
         tx.q("SELECT pg_advisory_xact_lock(?)", _MIGRATION_LOCK_KEY)
+
+    def _has_table(self, name: str) -> bool:
+        # Unquoted identifiers are folded to lower case; to_regclass follows search_path.
+        row = self._c().execute("SELECT to_regclass(%s)", (name.lower(),)).fetchone()
+        return row is not None and row[0] is not None

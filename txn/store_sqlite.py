@@ -13,6 +13,13 @@ Settings and why:
   global mutex.
 * ``busy_timeout``: waiting for that lock is handled by SQLite itself; a
   ``database is locked`` that still escapes is retried by :class:`~txn.db.Database`.
+
+Read-only (``open_store(url, read_only=True)``): the file is opened with a ``mode=ro``
+URI, so nothing is created (no directory, no database, no journal mode change). A WAL
+database whose directory cannot be written (a read-only mount) cannot get its ``-shm``
+file; it is then opened ``immutable=1``, which is exact as long as nobody writes it,
+and nobody can (a non-empty ``-wal`` file left behind by a crash would be ignored by
+``immutable``, so that case is refused instead).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
+from acid.errors import ConfigError
 from txn.db import Database, ErrorKind, Row, Tx
 
 __all__ = ["SqliteDatabase", "sqlite_path_from_url"]
@@ -36,20 +45,23 @@ def sqlite_path_from_url(url: str) -> str:
     """
     prefix = "sqlite:///"
     if not url.startswith(prefix) or len(url) == len(prefix):
-        raise ValueError(f"not a SQLite URL (expected sqlite:///path): {url!r}")
+        raise ConfigError(f"not a SQLite URL (expected sqlite:///path): {url!r}")
     return url[len(prefix) :]
 
 
 class SqliteDatabase(Database):
     """A SQLite file in WAL mode."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
+        super().__init__(url, read_only=read_only)
         self.path = sqlite_path_from_url(url)
         self._conn: sqlite3.Connection | None = None
 
     def _connect(self) -> None:
         if self._conn is not None:
+            return
+        if self.read_only:
+            self._conn = self._connect_read_only()
             return
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
@@ -62,10 +74,40 @@ class SqliteDatabase(Database):
             check_same_thread=False,
             cached_statements=256,
         )
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            conn.close()  # e.g. a read-only file system: do not keep the file open
+            raise
         self._conn = conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        if not os.path.isfile(self.path):
+            raise ConfigError(f"no metastore at {self.url}")
+        uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        wal = self.path + "-wal"
+        # immutable=1 ignores the WAL: only safe when there are no commits left in one.
+        wal_empty = not os.path.exists(wal) or os.path.getsize(wal) == 0
+        err: sqlite3.OperationalError | None = None
+        for suffix in ("", "&immutable=1") if wal_empty else ("",):
+            conn = sqlite3.connect(
+                uri + suffix,
+                uri=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            try:
+                # Reading the schema opens the WAL index: this is where a read-only
+                # directory without a -shm file fails.
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                return conn
+            except sqlite3.OperationalError as e:
+                conn.close()
+                err = e
+        raise ConfigError(f"cannot read the metastore at {self.url}: {err}") from err
 
     def _disconnect(self) -> None:
         if self._conn is not None:
@@ -113,3 +155,14 @@ class SqliteDatabase(Database):
 
     def _lock_for_migration(self, tx: Tx) -> None:
         pass  # BEGIN IMMEDIATE already serialises writers
+
+    def _has_table(self, name: str) -> bool:
+        row = (
+            self._c()
+            .execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+                (name,),
+            )
+            .fetchone()
+        )
+        return row is not None

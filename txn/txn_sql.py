@@ -22,6 +22,7 @@ __all__ = [
     "marks",
     "norm",
     "require_open",
+    "txn_hwm",
     "write_set_check",
 ]
 
@@ -57,6 +58,13 @@ def chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
 def norm(name: str) -> str:
     """Database and table names are stored lower-cased, as Hive does."""
     return name.strip().lower()
+
+
+def txn_hwm(tx: Tx) -> int:
+    """The highest txn id ever opened (0 before the first)."""
+    row = tx.one("SELECT NTXN_NEXT FROM NEXT_TXN_ID")
+    assert row is not None, "NEXT_TXN_ID is seeded by the schema"
+    return int(row[0]) - 1
 
 
 def require_open(tx: Tx, txn_ids: Sequence[int], *, for_write: bool = False) -> None:

@@ -28,8 +28,8 @@ from acid.reader import read_table
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.writer import write_delta
-from cli import main as main_module
-from cli.main import main
+from acidstream.cli import main as main_module
+from acidstream.cli.main import main
 from tests.acid.orc_builders import place, write_original, write_side_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -446,9 +446,9 @@ def test_trino_delete_masks(corpus_dir: Path, tmp_path: Path, capsys: Any, sid: 
     assert sorted(r["row__id"]["writeid"] for r in rows) == survivors
     # The registries directly, with the probe batches of the source test.
     st = get_acid_state(str(table), write_ids=None, txns=ValidTxnList())
-    from acid.reader import _delete_files
+    from acid.delete_registry import delete_files
 
-    dfiles = _delete_files(st)
+    dfiles = delete_files(st)
     qualifying = frozenset(f.delta for f in dfiles)
     batches = [(probe["originalTransaction"], len(s["expect"]["surviving_originalTransaction"]))]
     if "second_probe" in s:
@@ -542,7 +542,7 @@ def test_trino_nation_delete_deltas_subprocess_cli(corpus_dir: Path, tmp_path: P
         pytest.skip("cli.main registers a command module (cli.txn_cmds) that does not exist yet")
     table = _nation_table(corpus_dir, tmp_path, deletes=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "read", str(table), "--columns", "n_nationkey"],
+        [sys.executable, "-m", "acidstream", "read", str(table), "--columns", "n_nationkey"],
         cwd=ROOT,
         capture_output=True,
         text=True,

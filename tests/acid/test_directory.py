@@ -345,3 +345,119 @@ def test_chosen_deltas_show_exactly_the_valid_write_ids(
             if wids.is_write_id_valid(w)
         )
     assert sorted(seen) == sorted(expect)  # every visible write id exactly once
+
+
+def test_raw_format_is_checked_only_on_original_named_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hive's ``chooseFile`` inspects only ``N_M`` / ``N_M_copy_K`` files: a ``delta_x_x`` of
+    ``bucket_N`` files is never raw and none of its files is opened while listing."""
+    import acid.directory as directory
+
+    t = tmp_path / "t"
+    for w in range(1, 21):
+        f = t / delta_dir_name(w, w, statement_id=0) / "bucket_00000"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"not even ORC")  # listing must not open it
+    raw = t / delta_dir_name(21, 21, statement_id=0) / "000000_0"
+    raw.parent.mkdir(parents=True)
+    raw.write_bytes(b"not ORC: LOAD DATA of some other format")
+    opened: list[str] = []
+    real = directory.inspect_orc
+
+    def counting(storage: object, path: str, **kw: object) -> object:
+        opened.append(Path(path).name)
+        return real(storage, path, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(directory, "inspect_orc", counting)
+    with pytest.raises(AcidFormatError):
+        # The raw file must be read for its row count, and it is not ORC.
+        get_acid_state(str(t), write_ids=None, txns=ALL_TXNS)
+    assert opened == ["000000_0", "000000_0"]  # the raw check, then the row count
+    raw.unlink()
+    raw.parent.rmdir()
+    opened.clear()
+    s = get_acid_state(str(t), write_ids=None, txns=ALL_TXNS)
+    assert opened == []
+    assert len(s.deltas) == 20 and not any(d.is_raw for d in s.deltas)
+
+
+def test_side_file_removed_after_listing_means_the_whole_file(tmp_path: Path) -> None:
+    """A streaming writer that closes its file between our listing and our side-file read
+    leaves no side file: the file's whole (grown) length is valid, not an error."""
+    from acid.storage import Storage
+
+    t = tmp_path / "t"
+    f = t / "delta_0000001_0000002" / "bucket_00000"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"0" * 100)
+    side = write_side_file(f, [0, 40])
+
+    class Closing(Storage):
+        def read_bytes(self, path: str, *, length: int | None = None) -> bytes:
+            if path == str(side):
+                with open(f, "ab") as out:  # the writer's final footer...
+                    out.write(b"1" * 20)
+                side.unlink()  # ...then it drops the side file
+            return super().read_bytes(path, length=length)
+
+    storage, root = Storage.for_path(str(t))
+    s = get_acid_state(root, write_ids=None, txns=ALL_TXNS, storage=Closing(storage.fs))
+    assert s.logical_lengths() == {str(f): 120}
+
+
+def test_a_flush_after_the_listing_is_read_at_its_new_length(tmp_path: Path) -> None:
+    """A live writer flushes between a reader's listing and its read of the side file: the
+    new length is beyond the listed size but within the file; anything beyond the real
+    file is still corrupt."""
+    import struct
+
+    from acid.errors import AcidFormatError
+    from acid.orc_inspect import logical_length
+    from acid.storage import Storage
+
+    data = tmp_path / "bucket_00000"
+    data.write_bytes(b"x" * 3000)
+    side = tmp_path / "bucket_00000_flush_length"
+    side.write_bytes(struct.pack(">q", 1912) + struct.pack(">q", 2986))
+    storage, path = Storage.for_path(str(data))
+    assert logical_length(storage, path, file_length=1912, use_side_file=True) == 2986
+    side.write_bytes(struct.pack(">q", 4000))
+    with pytest.raises(AcidFormatError, match="outside the data file"):
+        logical_length(storage, path, file_length=1912, use_side_file=True)
+
+
+def test_a_side_file_removed_during_the_listing_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer's close deletes its side file between the directory read and the stat of
+    each entry: the listing leaves the vanished file out instead of failing the read."""
+    import os
+
+    import acid.storage as storage_mod
+    from acid.storage import Storage
+
+    d = tmp_path / "delta_0000001_0000002"
+    d.mkdir()
+    (d / "bucket_00000").write_bytes(b"0" * 100)
+    side = write_side_file(d / "bucket_00000", [0, 40])
+    real_scandir = os.scandir
+
+    class Vanishing:
+        def __init__(self, path: str) -> None:
+            self.it = real_scandir(path)
+
+        def __enter__(self) -> Vanishing:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.it.close()
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            entries = list(self.it)  # the directory read...
+            side.unlink()  # ...then the writer closes its file
+            return iter(entries)
+
+    monkeypatch.setattr(storage_mod.os, "scandir", Vanishing)
+    storage, root = Storage.for_path(str(d))
+    assert [e.name for e in storage.list_dir(root)] == ["bucket_00000"]

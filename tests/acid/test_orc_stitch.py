@@ -15,7 +15,8 @@ import pytest
 from acid import layout
 from acid.errors import AcidFormatError
 from acid.orc_stitch import StripeStitcher, merge_column_statistics
-from acid.orc_tail import _encode, _fields, parse_tail
+from acid.orc_tail import parse_tail
+from acid.protobuf import decode_fields, encode_fields
 from acid.storage import Storage
 from acid.writer import AcidFileWriter
 from tests.acid.writer_cases import ALL_TYPES, all_types_row
@@ -67,7 +68,7 @@ def test_stitched_statistics_equal_one_file(tmp_path: Path, sizes: tuple[int, ..
 
 def _decode(msg: Any) -> dict[int, Any]:
     assert isinstance(msg, bytes)
-    return {n: v for n, _, v in _fields(msg)}
+    return {n: v for n, _, v in decode_fields(msg)}
 
 
 def _zz(v: int) -> int:
@@ -76,10 +77,12 @@ def _zz(v: int) -> int:
 
 def test_int_sum_overflow_is_dropped() -> None:
     big = (1 << 63) - 10
-    a = _encode(
-        [(1, 0, 1), (2, 2, _encode([(1, 0, _zz(big)), (2, 0, _zz(big)), (3, 0, _zz(big))]))]
+    a = encode_fields(
+        [(1, 0, 1), (2, 2, encode_fields([(1, 0, _zz(big)), (2, 0, _zz(big)), (3, 0, _zz(big))]))]
     )
-    b = _encode([(1, 0, 1), (2, 2, _encode([(1, 0, _zz(20)), (2, 0, _zz(20)), (3, 0, _zz(20))]))])
+    b = encode_fields(
+        [(1, 0, 1), (2, 2, encode_fields([(1, 0, _zz(20)), (2, 0, _zz(20)), (3, 0, _zz(20))]))]
+    )
     merged = _decode(merge_column_statistics(a, b))
     ints = _decode(merged[2])
     assert merged[1] == 2
@@ -89,9 +92,9 @@ def test_int_sum_overflow_is_dropped() -> None:
 
 def test_piece_without_values_keeps_the_other_sides_min_max() -> None:
     dbl = lambda x: struct.pack("<d", x)  # noqa: E731
-    a = _encode([(1, 0, 0), (3, 2, b""), (10, 0, 1)])  # all NULL: no min/max
-    b = _encode(
-        [(1, 0, 2), (3, 2, _encode([(1, 1, dbl(-1.5)), (2, 1, dbl(4.0)), (3, 1, dbl(2.5))]))]
+    a = encode_fields([(1, 0, 0), (3, 2, b""), (10, 0, 1)])  # all NULL: no min/max
+    b = encode_fields(
+        [(1, 0, 2), (3, 2, encode_fields([(1, 1, dbl(-1.5)), (2, 1, dbl(4.0)), (3, 1, dbl(2.5))]))]
     )
     merged = _decode(merge_column_statistics(a, b))
     d = {n: struct.unpack("<d", v)[0] for n, v in _decode(merged[3]).items()}
@@ -100,8 +103,12 @@ def test_piece_without_values_keeps_the_other_sides_min_max() -> None:
 
 
 def test_string_bounds_stay_bounds() -> None:
-    a = _encode([(1, 0, 1), (4, 2, _encode([(4, 2, b"aaa"), (5, 2, b"zzz"), (3, 0, _zz(3000))]))])
-    b = _encode([(1, 0, 1), (4, 2, _encode([(1, 2, b"b"), (2, 2, b"c"), (3, 0, _zz(1))]))])
+    a = encode_fields(
+        [(1, 0, 1), (4, 2, encode_fields([(4, 2, b"aaa"), (5, 2, b"zzz"), (3, 0, _zz(3000))]))]
+    )
+    b = encode_fields(
+        [(1, 0, 1), (4, 2, encode_fields([(1, 2, b"b"), (2, 2, b"c"), (3, 0, _zz(1))]))]
+    )
     s = _decode(_decode(merge_column_statistics(a, b))[4])
     # The smaller value is the truncated lower bound of a: it stays a bound (field 4), not a min.
     assert s[4] == b"aaa" and 1 not in s
@@ -166,3 +173,47 @@ def test_aborting_a_stitched_file_without_side_file_deletes_it(
     w.abort()
     assert not Path(path).exists()
     assert not Path(layout.side_file_name(path)).exists()
+
+
+def _exact_events(sizes: tuple[int, ...]) -> list[tuple[int, list[tuple[Any, ...]]]]:
+    """``_events`` with every other txn's timestamps before 1970 with a fraction: those
+    txns take the arrow engine's exact path (pieces written by pyorc)."""
+    out = []
+    for wid, rows in _events(sizes):
+        if wid % 2 == 0:
+            ts = ALL_TYPES.names.index("ts")
+            rows = [
+                r
+                if r[ts] is None
+                else (*r[:ts], r[ts].replace(year=1969, microsecond=250_000 + wid), *r[ts + 1 :])
+                for r in rows
+            ]
+        out.append((wid, rows))
+    return out
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_mixed_exact_and_fast_pieces_have_one_files_statistics(
+    tmp_path: Path, streaming: bool
+) -> None:
+    sizes = (30, 500, 1, 40, 7)
+    d = layout.delta_dir_name(1, len(sizes))
+    stats = []
+    for name, engine, stream in (("one", "pyorc", False), ("mixed", "arrow", streaming)):
+        path = str(tmp_path / name / d / "bucket_00000")
+        storage, _ = Storage.for_path(path)
+        w = AcidFileWriter(storage, path, ALL_TYPES, kind="insert", bucket_id=0,
+                           streaming=stream, side_file=stream, engine=engine)  # type: ignore[arg-type]  # fmt: skip
+        for wid, rows in _exact_events(sizes):
+            w.insert(wid, rows)
+            if stream:
+                w.flush()
+        w.close()
+        r = pyorc.Reader(io.BytesIO(Path(path).read_bytes()))
+        stats.append([r[c].statistics for c in range(N_COLUMNS)])
+        if name == "mixed":
+            assert r.num_of_stripes == len(sizes)  # one piece per txn: exact, fast, ...
+    for col, (a, b) in enumerate(zip(*stats, strict=True)):
+        if isinstance(a.get("sum"), float):
+            assert b.pop("sum") == pytest.approx(a.pop("sum"), rel=1e-12), f"column {col}"
+        assert a == b, f"column {col}"

@@ -11,9 +11,12 @@ import pyarrow.compute as pc
 import pytest
 
 from acid import bucket_codec
+from acid.directory import get_acid_state
 from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
+from acid.partitions import Partition
 from acid.reader import iter_batches, read_table
 from acid.schema import TableSchema
+from acid.snapshot import ValidTxnList
 from acid.storage import Storage
 from acid.writer import (
     AcidFileWriter,
@@ -180,20 +183,19 @@ def test_sort_merge_fallback_equals_in_memory_registry(tmp_path: Path, seed: int
 
 
 def test_sort_merge_loads_only_the_events_of_each_stripe_interval(tmp_path: Path) -> None:
-    from acid.delete_registry import SortMergedDeletes
+    from acid.delete_registry import SortMergedDeletes, delete_files
     from acid.directory import get_acid_state
-    from acid.reader import _delete_files
     from acid.snapshot import ValidTxnList, ValidWriteIdList
 
     t, _ = _multi_stripe_table(tmp_path, 200_000, 3_000, 3)
     st = get_acid_state(t, write_ids=None, txns=ValidTxnList())
-    reg = SortMergedDeletes(Storage.for_path("/")[0], _delete_files(st), ValidWriteIdList())
+    reg = SortMergedDeletes(Storage.for_path("/")[0], delete_files(st), ValidWriteIdList())
     import pyarrow.orc as orc
 
     f = orc.ORCFile(str(next(Path(t).glob("delta_0000001_*/bucket_00000"))))
     from acid.delete_registry import key_table
 
-    qual = frozenset(d.delta for d in _delete_files(st))
+    qual = frozenset(d.delta for d in delete_files(st))
     for i in range(f.nstripes):
         s = f.read_stripe(i, columns=["originalTransaction", "bucket", "rowId"])
         reg.deleted(key_table(s.column(0), s.column(1), s.column(2)), qual)
@@ -418,6 +420,7 @@ def test_fast_paths_equal_sort_merge_and_brute_force(
         monkeypatch.setattr(reader, "READ_THREADS", 1)
         assert read_table(t, write_ids=snap).to_pylist() == fast.to_pylist()
         monkeypatch.setattr(reader, "READ_THREADS", 3)
+        monkeypatch.setattr(reader, "THREADED_READ_MIN_AVG_BYTES", 0)  # threads for small files
         batches = list(iter_batches(t, write_ids=snap))
         monkeypatch.setattr(reader, "READ_THREADS", 1)
         assert [b.to_pylist() for b in batches] == [
@@ -527,8 +530,95 @@ def test_threaded_reads_raise_the_first_error_in_file_order(
     )
     write_delta(t, SCHEMA, 6, rows(60, 3))
     monkeypatch.setattr(reader, "READ_THREADS", 2)
+    monkeypatch.setattr(reader, "THREADED_READ_MIN_AVG_BYTES", 0)  # threads for small files
     it = iter_batches(t)
     got = [next(it) for _ in range(3)]
     assert sorted(x for b in got for x in ids(b)) == [10, 11, 12, 20, 21, 22, 30, 31, 32]
     with pytest.raises(AcidFormatError):
         next(it)
+
+
+def test_filter_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:
+
+    write_delta(str(tmp_path), TableSchema.parse("id int, name string"), 1, [(1, "a")])
+    with pytest.raises(ConfigError, match="cannot apply the filter"):
+        read_table(tmp_path, filter=[("name", ">", 3)])
+
+
+def test_multi_stripe_files_stream_stripe_by_stripe(tmp_path: Path) -> None:
+    import pyarrow.orc as orc
+
+    from acid.orc_inspect import inspect_orc
+    from acid.writer import OrcWriterOptions
+
+    rnd = random.Random(7)
+    n = 60_000
+    names = [f"{rnd.getrandbits(64):016x}" for _ in range(n)]
+    schema = TableSchema.parse("id int, name string")
+    # An original file and an ACID delta, each of several stripes.
+    orc.write_table(
+        pa.table({"id": pa.array(range(n), pa.int32()), "name": names}),
+        str(tmp_path / "000000_0"),
+        stripe_size=64 * 1024,
+    )
+    delta = write_delta(
+        str(tmp_path), schema, 1, pa.table({"id": pa.array(range(n, 2 * n), pa.int32()), "name": names}),
+        options=OrcWriterOptions(stripe_size=8 * 64 * 1024),
+    )  # fmt: skip
+    storage, _ = Storage.for_path(str(tmp_path))
+    for p in (str(tmp_path / "000000_0"), delta):
+        assert inspect_orc(storage, p)[1].nstripes > 2
+    b0 = bucket_codec.encode(0)
+    dead = [(0, b0, r) for r in range(0, n, 997)] + [(1, b0, r) for r in range(5, n, 1009)]
+    write_delete_delta(str(tmp_path), schema, 2, dead)
+    expected = [i for i in range(n) if i % 997] + [n + r for r in range(n) if (r - 5) % 1009]
+    for cap in (10_000_000, 0):
+        batches = list(iter_batches(tmp_path, include_row_id=True, delete_event_cap=cap))
+        assert len(batches) > 4  # one per stripe, not one per file
+        got = pa.concat_tables(batches).to_pylist()
+        assert [r["id"] for r in got] == expected
+        # Synthetic rowIds continue across the original file's stripes.
+        assert all(r["row__id"]["rowid"] == r["id"] % n for r in got)
+
+
+def test_partition_directories_are_decoded_by_the_partition_name_codec(tmp_path: Path) -> None:
+    from acid.partition_name import DEFAULT_PARTITION_NAME, make_partition_name
+    from acid.partitions import discover_partitions, partition_values_of_path
+
+    schema = TableSchema.parse("id int")
+    names = {
+        make_partition_name(["ds", "c"], ["2024-01-01", "a/b:c%"]): 1,
+        make_partition_name(["ds", "c"], ["2024-01-01", None]): 2,
+    }
+    for name, i in names.items():
+        write_delta(str(tmp_path / name), schema, 1, [(i,)])
+    (tmp_path / "_tmp.ds=x").mkdir()  # hidden: not a partition
+    storage, root = Storage.for_path(str(tmp_path))
+    parts = {p.values for p in discover_partitions(storage, root)}
+    assert parts == {
+        (("ds", "2024-01-01"), ("c", None)),
+        (("ds", "2024-01-01"), ("c", "a/b:c%")),
+    }
+    assert DEFAULT_PARTITION_NAME in next(iter(n for n, i in names.items() if i == 2))
+    got = {r["id"]: (r["ds"], r["c"]) for r in read_table(tmp_path).to_pylist()}
+    assert got == {1: ("2024-01-01", "a/b:c%"), 2: ("2024-01-01", None)}
+    leaf = next(iter(names))
+    assert partition_values_of_path(f"{root}/{leaf}") == (("ds", "2024-01-01"), ("c", "a/b:c%"))
+
+
+def test_small_files_are_read_in_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threads only for files averaging THREADED_READ_MIN_AVG_BYTES: per small file, the
+    GIL-holding work outweighs the decoding threads could overlap."""
+    from acid import reader
+
+    t = str(tmp_path)
+    for w in range(1, 4):
+        write_delta(t, SCHEMA, w, rows(10 * w, 3))
+    states = [(Partition(t, ()), get_acid_state(t, write_ids=None, txns=ValidTxnList()))]
+    monkeypatch.setattr(reader, "READ_THREADS", 4)
+    assert reader._threads_for(states) == 1
+    monkeypatch.setattr(reader, "THREADED_READ_MIN_AVG_BYTES", 1)
+    assert reader._threads_for(states) == 4
+    assert reader._threads_for([]) == 1

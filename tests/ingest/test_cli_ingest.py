@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from acidstream.cli.main import EXIT_REJECTED, main
+from txn.config import StoreConfig
 
 
 @pytest.fixture
@@ -31,15 +33,16 @@ def test_ingest_files_then_read_by_table_name(
         "oops"
     ]
     src.write_text("\n".join(lines) + "\n")
-    dl = tmp_path / "dead.jsonl"
+    dl = tmp_path / "dead"
     capsys.readouterr()
     code = main(["ingest", "db.ev", "--format", "json", "--txn-rows", "300", "--batch-size", "2",
                  "--dead-letter", str(dl), str(src)])  # fmt: skip
-    assert code == 0
+    assert code == EXIT_REJECTED  # one record was rejected; the others are committed
     out = capsys.readouterr().out
     assert "records written" in out and "1,000" in out
     assert "committed txns" in out
-    assert json.loads(dl.read_text())["record"] == "oops"
+    (dead,) = dl.glob("*.jsonl")
+    assert json.loads(dead.read_text())["record"] == "oops"
     assert main(["read", "db.ev", "--columns", "id"]) == 0
     ids = sorted(json.loads(x)["id"] for x in capsys.readouterr().out.splitlines())
     assert ids == list(range(1000))
@@ -49,13 +52,13 @@ def test_ingest_from_stdin_with_delimited_records(env: Path, tmp_path: Path) -> 
     assert main(["create-table", "t", "id int, name string"]) == 0
     data = "".join(f"{i},n{i}\r\n" for i in range(50)).encode()
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "ingest", "t", "--format", "delimited", "--delimiter", ",", "--txn-rows", "7"],
+        [sys.executable, "-m", "acidstream", "ingest", "t", "--format", "delimited", "--delimiter", ",", "--txn-rows", "7"],
         input=data, capture_output=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert b"records written" in proc.stdout
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "read", "t"], capture_output=True, timeout=120
+        [sys.executable, "-m", "acidstream", "read", "t"], capture_output=True, timeout=120
     )
     rows = [json.loads(x) for x in proc.stdout.splitlines()]
     assert sorted(r["id"] for r in rows) == list(range(50))
@@ -69,3 +72,87 @@ def test_ingest_into_a_missing_table_is_one_clear_error(
     assert main(["ingest", "nope", "--format", "json", str(src)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("acidstream: error: Invalid table") and "Traceback" not in err
+
+
+def _ids(wh: Path) -> list[int]:
+    store = StoreConfig.resolve(warehouse=str(wh)).open()
+    try:
+        t = store.get_table("default", "t")
+        from acid.reader import read_table
+
+        data = read_table(t.location or "", write_ids=store.get_valid_write_ids("default", "t", store.get_valid_txns()),
+                          txns=store.get_valid_txns(), schema=t.schema)  # fmt: skip
+    finally:
+        store.close()
+    return sorted(data.column("id").to_pylist())
+
+
+def test_resume_after_a_failed_run_writes_nothing_twice(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["create-table", "t", "id int, name string"]) == 0
+    src = tmp_path / "in.csv"
+    src.write_text("".join(f"{i},n{i}\n" for i in range(100)))
+    # a first run that dies after 4 commits of 10 rows (SIGKILL at the 5th commit)
+    from acid import faults
+
+    env_vars = {**os.environ, faults.ENV: ""}
+    code = [sys.executable, "-c", (
+        "import sys; from acid import faults; n=[0]\n"
+        "def hook(step):\n"
+        "    if step == 'batch.before_commit':\n"
+        "        n[0] += 1\n"
+        "        if n[0] == 5: import os, signal; os.kill(os.getpid(), signal.SIGKILL)\n"
+        "faults.set_hook(hook)\n"
+        "from acidstream.cli.main import main; sys.exit(main(sys.argv[1:]))"),
+        "ingest", "t", "--format", "delimited", "--delimiter", ",", "--txn-rows", "10", str(src)]  # fmt: skip
+    proc = subprocess.run(code, env=env_vars, capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    assert _ids(env) == list(range(40))
+    capsys.readouterr()
+    assert main(["ingest", "t", "--format", "delimited", "--delimiter", ",", "--txn-rows", "10",
+                 "--resume", str(src)]) == 0  # fmt: skip
+    assert "resumed past bytes" in capsys.readouterr().out
+    assert _ids(env) == list(range(100))  # each row exactly once
+    # resuming a fully ingested file adds nothing
+    assert (
+        main(["ingest", "t", "--format", "delimited", "--delimiter", ",", "--resume", str(src)])
+        == 0
+    )
+    assert _ids(env) == list(range(100))
+
+
+def test_all_bad_input_commits_no_txn_and_exits_rejected(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["create-table", "t", "id int, name string"]) == 0
+    src = tmp_path / "bad.jsonl"
+    src.write_text('oops\n{"id": "x"}\n')
+    capsys.readouterr()
+    assert main(["ingest", "t", "--format", "json", str(src)]) == EXIT_REJECTED
+    err = capsys.readouterr().err
+    assert "2 records rejected" in err and "rejected record at" in err
+    store = StoreConfig.resolve(warehouse=str(env)).open()
+    try:
+        from txn.store import TxnState
+
+        assert TxnState.COMMITTED not in {t.state for t in store.show_txns()}
+    finally:
+        store.close()
+
+
+def test_a_record_over_the_size_limit_is_rejected_without_holding_it(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["create-table", "t", "id int, name string"]) == 0
+    src = tmp_path / "big.jsonl"
+    big = '{"id": 2, "name": "' + "x" * 3_000_000 + '"}'
+    src.write_text('{"id": 1, "name": "a"}\n' + big + '\n{"id": 3, "name": "c"}\n')
+    dl = tmp_path / "dead"
+    code = main(["ingest", "t", "--format", "json", "--max-record-bytes", "1000000",
+                 "--dead-letter", str(dl), str(src)])  # fmt: skip
+    assert code == EXIT_REJECTED
+    assert _ids(env) == [1, 3]
+    (f,) = dl.glob("*.jsonl")
+    letter = json.loads(f.read_text())
+    assert "over --max-record-bytes" in letter["reason"] and len(letter["record"]) == 1024

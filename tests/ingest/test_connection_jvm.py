@@ -28,7 +28,7 @@ def test_every_flush_length_is_a_valid_orc_file_for_the_jvm_reader(
         "t",
         record_writer=StrictJsonWriter(),
         store=store,
-        options=StreamingOptions(transaction_batch_size=4),
+        options=StreamingOptions(txns_per_batch=4),
     ) as c:
         for k, n in enumerate(rows_per_txn):
             c.begin_transaction()

@@ -152,7 +152,9 @@ class TestDelimited:
         b = StrictDelimitedInputWriter().bind(TableSchema.parse("id int, name string, v double"))
         rec = d("12345", "alice", "3.25")
         per_call = min(timeit.repeat(lambda: b.encode(rec), number=2000, repeat=5)) / 2000
-        assert per_call < 5e-6
+        # ~4 µs on an idle core; the bound leaves room for a loaded CI machine and still
+        # catches an order-of-magnitude regression (figures: benchmarks/record_writers.py)
+        assert per_call < 50e-6
 
 
 class TestJson:

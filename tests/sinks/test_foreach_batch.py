@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, Any]:
+def env(tmp_path: Path, store_url: str) -> Iterator[dict[str, Any]]:
+    """A partitioned table in a metastore on each backend (SQLite, PostgreSQL)."""
     wh = tmp_path / "wh"
-    url = f"sqlite:///{wh}/metastore.db"
+    url = store_url
     store = open_store(url, warehouse=str(wh))
     store.create_table(
         TableDef(db="default", name="ev", columns=(("id", "int"), ("msg", "string")),
@@ -220,3 +222,102 @@ def test_raw_format_stores_the_value_as_is(spark: Any, tmp_path: Path) -> None:
         assert sorted(snapshot_read(store, t).column("line").to_pylist()) == sorted(lines)
     finally:
         store.close()
+
+
+def _terminate_backend_at(store: TxnStore, step: str) -> list[int]:
+    """Kill the sink's PostgreSQL connection at a step of its commit (once); returns how
+    many backends were terminated."""
+    import psycopg
+
+    from acid import faults
+    from tests.plugins.store_fixture import PG_URL
+
+    fired: list[int] = []
+
+    def hook(name: str) -> None:
+        if name == step and not fired:
+            with psycopg.connect(PG_URL, autocommit=True) as admin:
+                # the committing connection is the one inside a transaction right now
+                rows = admin.execute(
+                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND state = 'idle in transaction'"
+                ).fetchall()
+            fired.append(sum(1 for (ok,) in rows if ok))
+
+    faults.set_hook(hook)
+    return fired
+
+
+@pytest.mark.postgres
+def test_connection_killed_during_commit_is_rechecked_not_assumed_failed(
+    spark: Any, env: dict[str, Any], store_url: str
+) -> None:
+    if not store_url.startswith("postgresql"):
+        pytest.skip("pg_terminate_backend needs the PostgreSQL backend")
+    from acid import faults
+
+    sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
+                    options=SinkOptions(txns_per_batch=2))  # fmt: skip
+    fired = _terminate_backend_at(env["store"], "commit_txns.before_commit")
+    try:
+        sink(_df(spark, list(range(40))), 0)  # COMMIT lost: the sink asks the metastore
+    finally:
+        faults.set_hook(None)
+    assert fired == [1]  # exactly the committing connection was killed
+    assert _ids(env["store"]) == list(range(40))  # committed once, files kept
+    assert sink.batches_committed == 1
+    sink.close()
+
+
+def test_a_commit_that_landed_but_whose_reply_was_lost_keeps_its_files(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    from acid import faults
+    from acid.errors import CommitStateUnknownError
+
+    def lost_reply(step: str) -> None:
+        if step == "commit_txns.after_commit":
+            raise CommitStateUnknownError("reply lost after COMMIT (injected)")
+
+    sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
+                    options=SinkOptions(txns_per_batch=3))  # fmt: skip
+    faults.set_hook(lost_reply)
+    try:
+        sink(_df(spark, list(range(30))), 0)
+    finally:
+        faults.set_hook(None)
+    store: TxnStore = env["store"]
+    assert [t.state for t in store.show_txns()] == [TxnState.COMMITTED] * 3
+    assert _ids(store) == list(range(30))  # nothing deleted, nothing doubled
+    sink(_df(spark, list(range(30))), 0)  # Spark's replay of the batch is skipped
+    assert _ids(store) == list(range(30)) and sink.batches_skipped == 1
+    sink.close()
+
+
+def test_an_unknown_outcome_the_metastore_cannot_settle_deletes_nothing(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    from acid import faults
+    from acid.errors import CommitStateUnknownError
+
+    def always_unknown(step: str) -> None:
+        if step == "commit_txns.before_commit":
+            raise CommitStateUnknownError("connection lost during COMMIT (injected)")
+
+    sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
+                    options=SinkOptions(txns_per_batch=2))  # fmt: skip
+    faults.set_hook(always_unknown)
+    try:
+        with pytest.raises(CommitStateUnknownError):
+            sink(_df(spark, list(range(20))), 0)
+    finally:
+        faults.set_hook(None)
+    assert list(Path(env["wh"]).rglob("delta_*"))  # the files stay for recovery to decide
+    sink.close()
+    # the next run asks the metastore: the txns never committed, so it cleans up and redoes
+    sink2 = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
+                     options=SinkOptions(txns_per_batch=2))  # fmt: skip
+    sink2(_df(spark, list(range(20))), 0)
+    assert _ids(env["store"]) == list(range(20))
+    sink2.close()

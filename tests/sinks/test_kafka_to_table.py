@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from acid import faults
 from sinks.config import KafkaJobConfig
 from sinks.foreach_batch import CRASH_POINTS
 from sinks.kafka_job import run_kafka_job
@@ -125,9 +126,9 @@ def _run_driver(
     flat: dict[str, Any], bootstrap: str, crash: str | None
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    env.pop("ACIDSTREAM_CRASH_AT", None)
+    env.pop(faults.ENV, None)
     if crash:
-        env["ACIDSTREAM_CRASH_AT"] = crash
+        env[faults.ENV] = crash
     return subprocess.run(
         [sys.executable, "-c", _DRIVER, json.dumps(flat), bootstrap],
         capture_output=True, text=True, timeout=600, env=env,
@@ -157,7 +158,7 @@ def test_driver_killed_at_each_step_loses_and_duplicates_nothing(
     # (300 events: maxOffsetsPerTrigger spread over the partitions), each once.
     assert len(set(ids_after_crash)) == len(ids_after_crash)
     assert set(ids_after_crash) <= set(range(600))
-    if crash == "after_commit":
+    if crash == "sink.after_commit":
         assert 0 < len(ids_after_crash) <= 300
     else:
         assert ids_after_crash == []
@@ -165,7 +166,7 @@ def test_driver_killed_at_each_step_loses_and_duplicates_nothing(
     assert second.returncode == 0, second.stderr[-3000:]
     result = json.loads(second.stdout.split("RESULT", 1)[1])
     assert _table_ids(cfg) == list(range(600))  # every event exactly once
-    if crash == "after_commit":
+    if crash == "sink.after_commit":
         assert result["skipped"] == 1  # Spark replayed the committed batch; the sink skipped it
     store = open_store(f"sqlite:///{cfg.warehouse}/metastore.db")
     try:
@@ -189,3 +190,27 @@ def test_driver_killed_at_each_step_loses_and_duplicates_nothing(
         assert hi - lo + 1 == 3  # one directory per task for the batch's 3 write ids
         assert not aborted_wids & set(range(lo, hi + 1)), f"aborted files not cleaned up: {d}"
     assert not list(Path(cfg.warehouse).rglob("*_flush_length"))  # closed files keep no side file
+
+
+def test_poison_records_never_wedge_the_stream(
+    spark: Any, kafka_broker: Any, tmp_path: Path
+) -> None:
+    """Records that used to fail the commit (and every restart after it) are dead-lettered
+    with the reason; the good ones around them land, and the stream keeps going."""
+    from ingest.dead_letter import read_dead_letters
+    from tests.poison_corpus import COLUMNS as POISON_COLUMNS
+    from tests.poison_corpus import POISON, corpus, good
+
+    topic = _topic(kafka_broker, partitions=2)
+    records, ids = corpus()
+    kafka_broker.produce(topic, records)
+    cfg = _config(tmp_path, topic, **{"table.columns": POISON_COLUMNS})
+    run_kafka_job(cfg, bootstrap=kafka_broker.bootstrap, spark=spark)
+    assert _table_ids(cfg) == ids
+    letters = list(read_dead_letters(cfg.sink.dead_letter_path or ""))
+    assert sorted(d.record for d in letters) == sorted(p for _, p in POISON)
+    assert all(d.reason and d.position.startswith(f"{topic}/") for d in letters)
+    # the stream is not wedged: later events are written by the next run
+    kafka_broker.produce(topic, [good(5000), good(5001)])
+    run_kafka_job(cfg, bootstrap=kafka_broker.bootstrap, spark=spark)
+    assert _table_ids(cfg) == sorted([*ids, 5000, 5001])

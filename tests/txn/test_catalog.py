@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 
 from acid.errors import ConfigError, TableNotFoundError
-from txn import TableDef, TxnStore
-from txn.catalog import (
+from acid.partition_name import (
     DEFAULT_PARTITION_NAME,
-    default_table_location,
     escape_path_name,
     make_partition_name,
     parse_partition_name,
     unescape_path_name,
-    validate_table,
 )
+from txn import TableDef, TxnStore
+from txn.catalog import default_table_location, validate_table
 
 COLS = (("id", "int"), ("name", "string"))
 

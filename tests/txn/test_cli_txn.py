@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from acid.errors import ConfigError
-from cli.main import main
+from acidstream.cli.main import main
 from txn import StoreConfig, TxnState, open_store
 from txn.locks import LockComponent, LockRequest, LockType
 
 
 def test_config_precedence_args_env_defaults() -> None:
     env = {"ACIDSTREAM_METASTORE": "postgresql://h/db", "ACIDSTREAM_WAREHOUSE": "/env/wh"}
+    cwd = os.getcwd()
     assert StoreConfig.resolve(env={}) == StoreConfig(
-        "sqlite:///./warehouse/metastore.db", "./warehouse"
+        metastore_url=f"sqlite:///{cwd}/warehouse/metastore.db", warehouse=f"{cwd}/warehouse"
     )
-    assert StoreConfig.resolve(env=env) == StoreConfig("postgresql://h/db", "/env/wh")
+    assert StoreConfig.resolve(env=env) == StoreConfig(
+        metastore_url="postgresql://h/db", warehouse="/env/wh"
+    )
     assert StoreConfig.resolve(warehouse="/arg/wh", env={}).metastore_url == (
         "sqlite:////arg/wh/metastore.db"
     )
     got = StoreConfig.resolve(metastore="sqlite:///x.db", warehouse="/a", env=env)
-    assert got == StoreConfig("sqlite:///x.db", "/a")
+    assert got == StoreConfig(
+        metastore_url=f"sqlite:///{cwd}/x.db", warehouse="/a"
+    )  # relative paths made absolute
     with pytest.raises(ConfigError, match="ACIDSTREAM_METASTORE"):
         StoreConfig.resolve(metastore="mysql://x", env={})
 
@@ -118,4 +124,5 @@ def test_defaults_use_sqlite_inside_dot_warehouse(
     monkeypatch.delenv("ACIDSTREAM_WAREHOUSE", raising=False)
     assert main(["create-table", "t", "id int"]) == 0
     assert (tmp_path / "warehouse" / "metastore.db").is_file()
-    assert "created default.t at ./warehouse/t" in capsys.readouterr().out
+    # the default warehouse is resolved against the cwd once, and stored absolute
+    assert f"created default.t at {tmp_path}/warehouse/t" in capsys.readouterr().out

@@ -2,7 +2,7 @@
 
 PostgreSQL: the store's server connection is killed (``pg_terminate_backend``) at a named
 step inside commit_txn's DB transaction. Both backends: the committing process is
-SIGKILLed at a named step (``ACIDSTREAM_TXN_CRASH_AT``). Afterwards the txn is either fully
+SIGKILLed at a named step (``ACIDSTREAM_FAULTS``, see ``acid.faults``). Afterwards the txn is either fully
 committed or fully open, never half, and can then be committed normally.
 """
 
@@ -11,18 +11,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from acid import faults
 from acid.errors import CommitStateUnknownError
+from acid.faults import ENV as CRASH_ENV
 from tests.plugins.store_fixture import PG_URL
 from tests.txn.conftest import make_table, write_lock
 from txn import TxnState, TxnStore
-from txn.db import CRASH_ENV
 from txn.locks import DataOperationType as Op
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _no_hook_left() -> Iterator[None]:
+    yield
+    faults.set_hook(None)
 
 
 def _count(store: TxnStore, table: str, where: str, txn: int) -> int:
@@ -84,7 +92,7 @@ def _terminate_at(store: TxnStore, point: str) -> list[str]:
                 (ok,) = admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,)).fetchone()  # type: ignore[misc]
                 assert ok
 
-    store.database.crash_hook = hook
+    faults.set_hook(hook)
     return fired
 
 
@@ -122,7 +130,7 @@ def test_pg_connection_killed_at_commit_reports_unknown_state(
     with pytest.raises(CommitStateUnknownError, match="outcome is unknown"):
         store.commit_txn(t, key="_meta.k", value="v", db="default", table="t")
     assert fired == ["commit_txn.before_commit"]
-    store.database.crash_hook = None
+    faults.set_hook(None)
     # the caller asks the store: here the COMMIT never ran, so the txn is whole and open
     assert _assert_whole(store, t) is TxnState.OPEN
     store.commit_txn(t, key="_meta.k", value="v", db="default", table="t")

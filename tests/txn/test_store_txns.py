@@ -7,6 +7,7 @@ import pytest
 
 from acid.errors import (
     CommitConflictError,
+    ConfigError,
     TableNotFoundError,
     TransactionError,
     TxnAbortedError,
@@ -116,9 +117,9 @@ def test_commit_key_must_start_with_meta_and_table_must_exist(
     store: TxnStore, table: TableDef
 ) -> None:
     (a,) = store.open_txns(1, user="u", host="h")
-    with pytest.raises(ValueError, match="_meta"):
+    with pytest.raises(ConfigError, match="_meta"):
         store.commit_txn(a, key="batch", value="1", db="default", table="t")
-    with pytest.raises(ValueError, match="together"):
+    with pytest.raises(ConfigError, match="together"):
         store.commit_txn(a, key="_meta.x")
     with pytest.raises(TableNotFoundError, match="not found"):
         store.commit_txn(a, key="_meta.x", value="1", db="default", table="missing")
@@ -127,14 +128,18 @@ def test_commit_key_must_start_with_meta_and_table_must_exist(
     assert store.get_table_param("default", "t", "_meta.x") is None
 
 
-def test_heartbeat_range_reports_aborted_and_nosuch(store: TxnStore, clock: FakeClock) -> None:
+def test_heartbeat_range_reports_aborted_committed_and_nosuch(
+    store: TxnStore, clock: FakeClock
+) -> None:
     a, b, c = store.open_txns(3, user="u", host="h")
     store.abort_txn(b)
     store.commit_txn(c)
     clock.advance(10)
     res = store.heartbeat_txn_range(a, c + 2)
     assert res.aborted == {b}
-    assert res.nosuch == {c, c + 1, c + 2}
+    assert res.committed == {c}  # committed is not lost (it used to be reported as nosuch)
+    assert res.nosuch == {c + 1, c + 2}  # never opened
+    assert res.lost == {b, c + 1, c + 2}
     info = {t.txn_id: t for t in store.show_txns()}
     assert info[a].last_heartbeat_ms == info[a].started_ms + 10_000
 
@@ -279,5 +284,5 @@ def test_commit_txns_refuses_partial_batches_and_update_txns(
     assert store.txn_state(i) is TxnState.OPEN and store.txn_state(u) is TxnState.OPEN
     with pytest.raises(TransactionError, match="No such transaction"):
         store.commit_txns([i, 10**9])
-    with pytest.raises(ValueError, match="no txns"):
+    with pytest.raises(ConfigError, match="no txns"):
         store.commit_txns([])

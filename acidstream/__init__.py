@@ -1,0 +1,102 @@
+"""acidstream: streaming ingest into Apache Hive ACID tables, from Python and Spark.
+
+The names a user needs, in one place::
+
+    from acidstream import StreamingConnection, StreamingOptions, StrictJsonWriter
+
+    with StreamingConnection("db.events", record_writer=StrictJsonWriter()) as conn:
+        conn.begin_transaction()
+        conn.write(b'{"id": 1}')
+        conn.commit_transaction()
+
+Names are resolved on first use, so ``import acidstream`` (and the ``acidstream`` command)
+stays fast and reads nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "StreamingConnection": "ingest.connection",
+    "StreamingOptions": "ingest.connection",
+    "StrictJsonWriter": "ingest.record_writers",
+    "StrictDelimitedInputWriter": "ingest.record_writers",
+    "StrictRegexWriter": "ingest.record_writers",
+    "AcidSink": "sinks.foreach_batch",
+    "SinkOptions": "sinks.foreach_batch",
+    "open_store": "txn.store",
+    "read_table": "acidstream.snapshot_read",
+    "AcidStreamError": "acid.errors",
+    "ConfigError": "acid.errors",
+    "SerializationError": "acid.errors",
+    "StorageError": "acid.errors",
+    "TableNotFoundError": "acid.errors",
+    "TransactionError": "acid.errors",
+    "TxnAbortedError": "acid.errors",
+    "CommitConflictError": "acid.errors",
+    "CommitStateUnknownError": "acid.errors",
+    "LockTimeoutError": "acid.errors",
+}
+
+__all__ = [
+    "AcidSink",
+    "AcidStreamError",
+    "CommitConflictError",
+    "CommitStateUnknownError",
+    "ConfigError",
+    "LockTimeoutError",
+    "SerializationError",
+    "SinkOptions",
+    "StorageError",
+    "StreamingConnection",
+    "StreamingOptions",
+    "StrictDelimitedInputWriter",
+    "StrictJsonWriter",
+    "StrictRegexWriter",
+    "TableNotFoundError",
+    "TransactionError",
+    "TxnAbortedError",
+    "__version__",
+    "open_store",
+    "read_table",
+]
+
+if TYPE_CHECKING:
+    from acid.errors import (
+        AcidStreamError,
+        CommitConflictError,
+        CommitStateUnknownError,
+        ConfigError,
+        LockTimeoutError,
+        SerializationError,
+        StorageError,
+        TableNotFoundError,
+        TransactionError,
+        TxnAbortedError,
+    )
+    from acidstream.snapshot_read import read_table
+    from ingest.connection import StreamingConnection, StreamingOptions
+    from ingest.record_writers import (
+        StrictDelimitedInputWriter,
+        StrictJsonWriter,
+        StrictRegexWriter,
+    )
+    from sinks.foreach_batch import AcidSink, SinkOptions
+    from txn.store import open_store
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'acidstream' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

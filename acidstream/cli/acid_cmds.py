@@ -1,0 +1,333 @@
+"""``acidstream read | dump | ls``: look at Hive ACID tables and files from the shell.
+
+* ``read PATH`` prints the rows visible in a snapshot (JSON lines or a table);
+* ``dump FILE`` prints one ORC ACID file's metadata (first line) and every event,
+  in ``orc-tools data`` form;
+* ``ls PATH`` prints what ``getAcidState`` chose: base, deltas, obsolete and
+  aborted directories, original files.
+
+Errors are raised as typed ``AcidStreamError``s; ``cli.main`` prints them as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
+
+if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI starts
+    import pyarrow as pa
+
+    from acid.schema import TableSchema
+
+__all__ = ["register"]
+
+_TABLE_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``read``, ``dump`` and ``ls`` sub-commands."""
+    p = subparsers.add_parser("read", help="print the rows visible in a snapshot of a table")
+    p.add_argument(
+        "path", metavar="PATH", help="table or partition directory, ACID file, or db.table"
+    )
+    _snapshot_args(p)
+    p.add_argument("--row-id", action="store_true", help="add Hive's row__id to every row")
+    p.add_argument("--columns", help="comma-separated columns to print (default: all)")
+    p.add_argument("--format", choices=("jsonl", "table"), default="jsonl", help="output format")
+    p.set_defaults(func=_cmd_read)
+
+    p = subparsers.add_parser("dump", help="print the events and ACID metadata of one ORC file")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument(
+        "--flush-length",
+        default="auto",
+        help="read the first N bytes only; 'auto' (default) uses the _flush_length side file if any",
+    )
+    p.set_defaults(func=_cmd_dump)
+
+    p = subparsers.add_parser("ls", help="print the directories a snapshot of a table uses")
+    p.add_argument("path", metavar="PATH")
+    _snapshot_args(p)
+    p.set_defaults(func=_cmd_ls)
+
+
+def _snapshot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--write-ids",
+        help="ValidWriteIdList, e.g. 'db.t:10:9223372036854775807::' (default: everything valid)",
+    )
+    p.add_argument(
+        "--txns", help="ValidTxnList, e.g. '100:9223372036854775807::' (default: everything valid)"
+    )
+    p.add_argument(
+        "--metastore", help="metastore URL for db.table names (default: $ACIDSTREAM_METASTORE)"
+    )
+    p.add_argument(
+        "--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)"
+    )
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What PATH names: a path, plus for a catalog table its schema and partition keys."""
+
+    path: str
+    schema: TableSchema | None = None
+    partition_keys: tuple[str, ...] = ()
+
+
+def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Target:
+    """Turn the PATH argument into a path and a snapshot (``acidstream.snapshot_read``): a
+    ``db.table`` name, or a path that is a registered table or partition location, reads
+    with the metastore's snapshot unless ``--write-ids``/``--txns`` are given; any other
+    path reads everything valid, with a one-line warning saying so."""
+    from acidstream.snapshot_read import resolve
+
+    target = resolve(
+        arg,
+        metastore=getattr(args, "metastore", None),
+        warehouse=getattr(args, "warehouse", None),
+        write_ids=getattr(args, "write_ids", None),
+        txns=getattr(args, "txns", None),
+    )
+    if args is not None:
+        if target.write_ids is not None and getattr(args, "write_ids", None) is None:
+            args.write_ids = str(target.write_ids)
+        if target.txns is not None and getattr(args, "txns", None) is None:
+            args.txns = str(target.txns)
+        # said after the output, so that a failure stays one line
+        args.no_snapshot_warning = (
+            f"acidstream: warning: no snapshot for {arg} (no metastore knows this path): "
+            "every write id was read as committed"
+            if not target.has_snapshot and getattr(args, "write_ids", None) is None
+            else None
+        )
+    return _Target(target.path, schema=target.schema, partition_keys=target.partition_keys)
+
+
+def _warn_no_snapshot(args: argparse.Namespace) -> None:
+    if getattr(args, "no_snapshot_warning", None):
+        print(args.no_snapshot_warning, file=sys.stderr)
+
+
+def _location_exists(target: _Target) -> bool:
+    """Whether the target's directory exists; a catalog table's may not yet (no writes)."""
+    from acid.storage import Storage
+
+    storage, spath = Storage.for_path(target.path)
+    return storage.exists(spath)
+
+
+def _cmd_read(args: argparse.Namespace) -> int:
+    from acid.json_values import json_lines
+    from acid.read_plan import build_plan
+    from acid.reader import scan
+
+    target = _resolve_table_arg(args.path, args)
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    if target.schema is not None and not _location_exists(target):
+        # A catalog table nothing was written to has no directory yet: zero rows.
+        schema = build_plan(
+            None,
+            schema=target.schema,
+            partition_names=target.partition_keys,
+            columns=columns,
+            include_row_id=args.row_id,
+            filter=None,
+            timestamp_unit="us",
+        ).schema()
+        batches: Iterable[pa.Table] = ()
+    else:
+        s = scan(
+            target.path,
+            write_ids=args.write_ids,
+            txns=args.txns,
+            columns=columns,
+            include_row_id=args.row_id,
+            schema=target.schema,
+        )
+        schema, batches = s.schema, s.batches
+    out = sys.stdout
+    if args.format == "jsonl":
+        for t in batches:
+            for line in json_lines(t):
+                out.write(line + "\n")
+    else:
+        _print_table_stream(schema.names, batches, out)
+    _warn_no_snapshot(args)
+    return 0
+
+
+# The table format sizes its columns on the first rows only, so that it streams.
+_TABLE_SIZING_ROWS = 1000
+
+
+def _print_table_stream(names: Sequence[str], batches: Iterable[pa.Table], out: Any) -> None:
+    """``--format table``: a header sized on the first rows, then every row as it comes
+    (a longer value later on widens its own line only), then ``(N rows)``."""
+    from acid.json_values import json_rows
+
+    rows = ([_cell(row[n]) for n in names] for t in batches for row in json_rows(t))
+    head: list[list[str]] = []
+    for r in rows:
+        head.append(r)
+        if len(head) >= _TABLE_SIZING_ROWS:
+            break
+    widths = [len(h) for h in names]
+    for r in head:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() + "\n"
+
+    out.write(line(names))
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    n = 0
+    for r in head:
+        out.write(line(r))
+        n += 1
+    for r in rows:
+        out.write(line(r))
+        n += 1
+    out.write(f"({n} rows)\n")
+
+
+def _cell(value: Any) -> str:
+    """A table cell: the JSON form of the value, strings unquoted, NULL for null."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return value
+    from acid.json_values import json_dumps
+
+    return json_dumps(value)
+
+
+def _print_table(header: Sequence[str], rows: Iterable[Sequence[str]], out: Any) -> None:
+    body = [list(r) for r in rows]
+    widths = [len(h) for h in header]
+    for r in body:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    out.write("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip() + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for r in body:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    from acid.json_values import json_dumps, json_lines
+    from acid.orc_inspect import inspect_orc, logical_length, read_flush_lengths
+    from acid.orc_read import read_orc_columns
+    from acid.storage import Storage
+
+    storage, path = Storage.for_path(args.file)
+    if not storage.exists(path) or storage.is_dir(path):
+        raise FileNotFoundError(f"{args.file}: no such file")
+    size = storage.size(path)
+    flush_lengths = read_flush_lengths(storage, path)
+    if args.flush_length == "auto":
+        length = logical_length(storage, path, file_length=size, use_side_file=True)
+    else:
+        try:
+            length = int(args.flush_length)
+        except ValueError as e:
+            raise ConfigError(
+                f"--flush-length must be 'auto' or a byte count, got {args.flush_length!r}"
+            ) from e
+        if not 0 < length <= size:
+            raise AcidFormatError(
+                f"{path}: --flush-length {length} is outside the file (size {size})"
+            )
+    orcf, info = inspect_orc(storage, path, length=length, file_length=size)
+    meta = {
+        "file": path,
+        "file_length": size,
+        "logical_length": length,
+        "flush_lengths": flush_lengths,
+        "rows": info.nrows,
+        "stripes": info.nstripes,
+        "compression": info.compression,
+        "row_index_stride": info.row_index_stride,
+        "schema": str(info.schema).split("\n-- schema metadata --")[0].replace("\n", "; "),
+        "is_acid": info.is_acid,
+        "acid_version": info.acid_version,
+        "acid_stats": list(info.acid_stats) if info.acid_stats else None,
+        "key_index": [list(k) if k else None for k in info.key_index] if info.key_index else None,
+        "user_metadata": dict(info.user_metadata),
+    }
+    out = sys.stdout
+    out.write(json_dumps({"metadata": meta}) + "\n")
+    # canonical field names, as orc-tools prints Hive's files
+    canon = {v: k for k, v in (info.acid_columns or {}).items()}
+    for i in range(info.nstripes):
+        batch = read_orc_columns(orcf, storage=storage, path=path, length=length, stripe=i)
+        batch = batch.rename_columns([canon.get(n, n) for n in batch.schema.names])
+        for line in json_lines(batch):
+            out.write(line + "\n")
+    return 0
+
+
+def _cmd_ls(args: argparse.Namespace) -> int:
+    from acid.directory import get_acid_state
+    from acid.partitions import discover_partitions
+    from acid.snapshot import ValidTxnList, ValidWriteIdList
+    from acid.storage import Storage
+
+    target = _resolve_table_arg(args.path, args)
+    header = ["PARTITION", "KIND", "NAME", "DETAIL"]
+    if target.schema is not None and not _location_exists(target):
+        _print_table(header, [], sys.stdout)  # a catalog table nothing was written to
+        return 0
+    path = target.path
+    storage, spath = Storage.for_path(path)
+    if not storage.is_dir(spath):
+        raise TableNotFoundError(f"{path}: not a table or partition directory")
+    wids = ValidWriteIdList.from_string(args.write_ids)
+    txns = ValidTxnList.from_string(args.txns)
+    rows: list[list[str]] = []
+    for part in discover_partitions(storage, spath):
+        st = get_acid_state(part.path, write_ids=wids, txns=txns, storage=storage)
+        rel = os.path.relpath(part.path, spath) if part.path != spath else "."
+        if st.base is not None:
+            b = st.base
+            extra = "compacted" if b.is_compacted else "insert-overwrite"
+            rows.append(
+                [
+                    rel,
+                    "base",
+                    b.name,
+                    f"{len(b.files)} files, {extra}" + (", raw" if b.is_raw else ""),
+                ]
+            )
+        for d in st.deltas:
+            kind = "delete_delta" if d.is_delete else "delta"
+            side = [f"{f.name}@{f.logical_length}" for f in d.files if f.logical_length != f.length]
+            detail = f"{len(d.files)} files" + (", raw" if d.is_raw else "")
+            if side:
+                detail += ", flush lengths " + " ".join(side)
+            rows.append([rel, kind, d.name, detail])
+        for o in st.original_files:
+            where = o.dir_name or os.path.relpath(o.path, part.path)
+            rows.append(
+                [
+                    rel,
+                    "original",
+                    where if o.dir_name is None else f"{o.dir_name}/{o.name}",
+                    f"bucket {o.bucket_id}, write id {o.write_id}, rows {o.row_count}, "
+                    f"start rowId {o.start_row_id}",
+                ]
+            )
+        for p in st.obsolete:
+            rows.append([rel, "obsolete", os.path.relpath(p, part.path), ""])
+        for p in st.aborted:
+            rows.append([rel, "aborted", os.path.relpath(p, part.path), ""])
+    _print_table(header, rows, sys.stdout)
+    _warn_no_snapshot(args)
+    return 0

@@ -1,0 +1,267 @@
+"""``acidstream ingest``: stream records from stdin or files into a transactional table.
+
+Input is read in blocks (bounded memory, progress once a second). A txn never spans two
+files, and each commit records ``{file, offset}`` in the table atomically with the commit
+(the commit key/value), so ``--resume`` re-runs the same files from where the last run's
+commits got to: nothing committed is written twice. The exit code says whether records
+were rejected (3; the good ones are committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+__all__ = ["register"]
+
+RESUME_PREFIX = "_meta.acidstream.ingest."
+_MAX_REPORTED = 10  # rejected records printed one by one without --dead-letter
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "ingest", help="stream records (json, delimited, regex) from stdin or files into a table"
+    )
+    p.add_argument("table", metavar="TABLE", help="db.table")
+    p.add_argument("files", nargs="*", metavar="FILE", help="input files (default: stdin)")
+    p.add_argument("--format", choices=("json", "delimited", "regex"), required=True)
+    p.add_argument("--delimiter", default="\x01", help="field delimiter for --format delimited")
+    p.add_argument("--regex", help="regular expression for --format regex (one group per column)")
+    p.add_argument(
+        "--txn-rows", type=int, default=10_000, help="commit every N rows (default 10000)"
+    )
+    p.add_argument(
+        "--txns-per-batch", "--batch-size", dest="txns_per_batch", type=int, default=1,
+        help="transactions per transaction batch (default 1)",
+    )  # fmt: skip
+    p.add_argument(
+        "--partition", action="append", default=[], metavar="K=V", help="static partition value"
+    )
+    p.add_argument(
+        "--dead-letter", metavar="DIR",
+        help="divert bad records (with the reason) to a file in this directory",
+    )  # fmt: skip
+    p.add_argument(
+        "--resume", action="store_true",
+        help="skip what earlier runs committed from these files (by file and byte offset)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-record-bytes", type=int, default=16 << 20,
+        help="reject records longer than this (default 16 MiB); memory stays bounded by it",
+    )  # fmt: skip
+    p.add_argument(
+        "--metastore", help="metastore URL (default: $ACIDSTREAM_METASTORE or the embedded store)"
+    )
+    p.add_argument(
+        "--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)"
+    )
+    p.set_defaults(func=_cmd_ingest, trailing_files=True)
+
+
+def resume_key(path: str) -> str:
+    """The table parameter that records how far commits got in one input file."""
+    digest = hashlib.sha1(os.path.abspath(path).encode("utf-8")).hexdigest()[:16]
+    return RESUME_PREFIX + digest
+
+
+@contextmanager
+def _open_input(path: str | None) -> Iterator[BinaryIO]:
+    if path is None:
+        yield sys.stdin.buffer
+        return
+    with open(path, "rb") as f:
+        yield f
+
+
+def _writer(args: argparse.Namespace) -> Any:
+    from acid.errors import ConfigError
+    from ingest.record_writers import (
+        StrictDelimitedInputWriter,
+        StrictJsonWriter,
+        StrictRegexWriter,
+    )
+
+    if args.format == "json":
+        return StrictJsonWriter()
+    if args.format == "delimited":
+        return StrictDelimitedInputWriter(field_delimiter=args.delimiter)
+    if not args.regex:
+        raise ConfigError("--format regex needs --regex")
+    return StrictRegexWriter(regex=args.regex)
+
+
+def _static_partition(args: argparse.Namespace) -> dict[str, str] | None:
+    from acid.errors import ConfigError
+
+    if not args.partition:
+        return None
+    static: dict[str, str] = {}
+    for kv in args.partition:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise ConfigError(f"--partition takes K=V, got {kv!r}")
+        static[k.strip().lower()] = v
+    return static
+
+
+class _Run:
+    """One ``ingest`` run: counts, progress and the rejected-record report."""
+
+    def __init__(self, conn: Any, store: Any, args: argparse.Namespace) -> None:
+        self.conn = conn
+        self.store = store
+        self.args = args
+        self.t0 = self.last = time.monotonic()
+        self.rejected = 0
+        self.skipped_bytes = 0
+
+    def report_rejected(self, where: str, reason: str) -> None:
+        self.rejected += 1
+        if self.args.dead_letter is None and self.rejected <= _MAX_REPORTED:
+            print(f"acidstream: rejected record at {where}: {reason}", file=sys.stderr)
+
+    def progress(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < 1.0:
+            return
+        st = self.conn.stats()
+        rate = st.records_written / max(now - self.t0, 1e-9)
+        print(
+            f"ingest: {st.records_written:,} records, {self.rejected:,} rejected, "
+            f"{st.committed_transactions} commits, {rate:,.0f} records/s",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.last = now
+
+
+def _ingest_source(run: _Run, path: str | None) -> None:
+    """Stream one input into the table, a txn never spanning two inputs."""
+    from acid.errors import ConfigError, SerializationError
+    from ingest.line_blocks import read_blocks
+
+    conn, args = run.conn, run.args
+    name = path or "<stdin>"
+    start = 0
+    key = resume_key(path) if path is not None else None
+    if args.resume:
+        if path is None:
+            raise ConfigError("--resume needs input files (stdin cannot be resumed)")
+        assert key is not None
+        raw = run.store.get_table_param(conn.db, conn.table_name, key)
+        if raw is not None:
+            start = int(json.loads(raw)["offset"])
+            if start > os.path.getsize(path):
+                raise ConfigError(
+                    f"{path} is shorter than the {start:,} bytes already committed from it: "
+                    "it changed since; ingest it without --resume"
+                )
+            run.skipped_bytes += start
+    with _open_input(path) as f:
+        if start:
+            f.seek(start)
+        in_txn = 0  # good records in the open txn
+        offset = start
+        for block in read_blocks(f, start=start, max_record_bytes=args.max_record_bytes):
+            for big in block.oversize:
+                err = SerializationError(
+                    f"record of {big.size:,} bytes is over --max-record-bytes "
+                    f"({args.max_record_bytes:,}); its first {len(big.head)} bytes are kept"
+                )
+                conn.reject(big.head, err, position=f"{name}:{big.start}")
+                run.report_rejected(f"{name}:{big.start}", str(err))
+            i = 0
+            while i < len(block.records):
+                take = min(args.txn_rows - in_txn, len(block.records) - i)
+                if in_txn == 0 and not _open(conn):
+                    conn.begin_transaction()
+                chunk = block.records[i : i + take]
+                res = conn.write_block(
+                    chunk, positions=[f"{name}:{b}" for b in block.starts[i : i + take]]
+                )
+                for j, e in res.rejected:
+                    run.report_rejected(f"{name}:{block.starts[i + j]}", str(e))
+                in_txn += res.accepted
+                offset = block.ends[i + take - 1]
+                i += take
+                if in_txn >= args.txn_rows:
+                    _commit(conn, key, path, offset)
+                    in_txn = 0
+                run.progress()
+            offset = max(offset, block.end)
+        if _open(conn):
+            if in_txn:
+                _commit(conn, key, path, offset)
+            else:
+                conn.abort_transaction()  # only bad records: no empty txn is committed
+
+
+def _open(conn: Any) -> bool:
+    return conn.state is not None and conn.state.name == "OPEN"
+
+
+def _commit(conn: Any, key: str | None, path: str | None, offset: int) -> None:
+    if key is None:
+        conn.commit_transaction()
+        return
+    value = json.dumps({"file": os.path.abspath(path or ""), "offset": offset})
+    conn.commit_transaction(key=key, value=value)
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from acid.errors import ConfigError
+    from acidstream.cli.main import EXIT_OK, EXIT_REJECTED
+    from ingest.connection import StreamingConnection, StreamingOptions
+    from txn.config import StoreConfig
+
+    if args.txn_rows < 1:
+        raise ConfigError("--txn-rows must be >= 1")
+    if args.max_record_bytes < 1:
+        raise ConfigError("--max-record-bytes must be >= 1")
+    opts = StreamingOptions(txns_per_batch=args.txns_per_batch, dead_letter_path=args.dead_letter)
+    store = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse).open()
+    try:
+        with StreamingConnection(
+            args.table,
+            record_writer=_writer(args),
+            store=store,
+            static_partition=_static_partition(args),
+            options=opts,
+        ) as conn:
+            run = _Run(conn, store, args)
+            for path in args.files or [None]:
+                _ingest_source(run, path)
+            st = conn.stats()
+    finally:
+        store.close()
+    secs = time.monotonic() - run.t0
+    rows = [
+        ("records written", f"{st.records_written:,}"),
+        ("records rejected", f"{run.rejected:,}"),
+        ("bytes", f"{st.records_size:,}"),
+        ("committed txns", f"{st.committed_transactions:,}"),
+        ("aborted txns", f"{st.aborted_transactions:,}"),
+        ("auto-flushes", f"{st.auto_flushes:,}"),
+        ("partitions created", f"{st.created_partitions:,}"),
+        ("resumed past bytes", f"{run.skipped_bytes:,}"),
+        ("seconds", f"{secs:.2f}"),
+        ("records/s", f"{st.records_written / secs if secs else 0:,.0f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v:>14}")
+    if run.rejected:
+        where = f" (see {args.dead_letter})" if args.dead_letter else ""
+        print(
+            f"acidstream: {run.rejected:,} records rejected{where}; the others are committed",
+            file=sys.stderr,
+        )
+        return EXIT_REJECTED
+    return EXIT_OK

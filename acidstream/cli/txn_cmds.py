@@ -1,0 +1,226 @@
+"""``acidstream txns | locks | tables | create-table | abort | set-location``: the metastore
+from the shell.
+
+Each command takes ``--metastore URL`` and ``--warehouse PATH`` (or
+``ACIDSTREAM_METASTORE`` / ``ACIDSTREAM_WAREHOUSE``; defaults ``./warehouse``
+and the SQLite store inside it), resolved by :class:`txn.config.StoreConfig`.
+The listing commands open the store read-only: they create nothing (no directory, no
+database) and fail with "no metastore at URL" where there is none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from collections.abc import Sequence
+
+from acid.errors import ConfigError
+from acid.schema import TableSchema
+from acid.table_name import TableName
+from txn.catalog import TableDef, is_absolute_location
+from txn.config import StoreConfig
+from txn.store import TxnStore
+
+__all__ = ["register"]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metastore", metavar="URL", help="sqlite:///path or postgresql://...")
+    p.add_argument("--warehouse", metavar="PATH", help="warehouse root directory")
+
+
+def _open(args: argparse.Namespace, *, read_only: bool = False, existing: bool = False) -> TxnStore:
+    """The store of the command; ``existing``: a writing command that must not create one
+    (a mistyped ``--metastore`` reports "no metastore at URL" instead)."""
+    config = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    if existing and not read_only:
+        config.open(read_only=True).close()
+    return config.open(read_only=read_only)
+
+
+def _ts(ms: int | None) -> str:
+    if not ms:
+        return ""
+    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for n, r in enumerate(cells):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _txns(args: argparse.Namespace) -> int:
+    with _open(args, read_only=True) as store:
+        txns = store.show_txns()
+    if args.open:
+        txns = [t for t in txns if t.state.value == "o"]
+    state = {"o": "OPEN", "a": "ABORTED", "c": "COMMITTED"}
+    _print_table(
+        ("txnid", "state", "startedtime", "lastheartbeattime", "user", "host", "agent_info",
+         "abort_reason"),
+        [
+            (t.txn_id, state[t.state.value], _ts(t.started_ms), _ts(t.last_heartbeat_ms), t.user,
+             t.host, t.agent_info, t.abort_reason)
+            for t in txns
+        ],
+    )  # fmt: skip
+    return 0
+
+
+def _locks(args: argparse.Namespace) -> int:
+    with _open(args, read_only=True) as store:
+        locks = store.show_locks()
+    state = {"a": "ACQUIRED", "w": "WAITING"}
+    _print_table(
+        ("lockid", "database", "table", "partition", "lock_state", "blocked_by", "lock_type",
+         "transaction_id", "last_heartbeat", "acquired_at", "user", "hostname", "agent_info"),
+        [
+            (f"{lk.lock_id}.{lk.lock_int_id}", lk.database, lk.table, lk.partition,
+             state.get(lk.state.value, lk.state.name), lk.blocked_by, lk.type.name, lk.txn_id,
+             _ts(lk.last_heartbeat_ms), _ts(lk.acquired_at_ms), lk.user, lk.host, lk.agent_info)
+            for lk in locks
+        ],
+    )  # fmt: skip
+    return 0
+
+
+def _tables(args: argparse.Namespace) -> int:
+    with _open(args, read_only=True) as store:
+        tables = store.list_tables(args.database)
+    _print_table(
+        ("table", "transactional", "partitioned_by", "buckets", "location"),
+        [
+            (
+                t.full_name,
+                t.transactional_properties if t.is_transactional else "no",
+                ", ".join(f"{k} {v}" for k, v in t.partition_keys),
+                f"{','.join(t.bucket_cols)}:{t.num_buckets}" if t.bucket_cols else "",
+                t.location
+                if is_absolute_location(t.location or "")
+                else f"{t.location} (relative: run set-location)",
+            )
+            for t in tables
+        ],
+    )
+    return 0
+
+
+def _parse_buckets(spec: str | None) -> tuple[tuple[str, ...], int]:
+    if not spec:
+        return (), -1
+    cols, sep, n = spec.rpartition(":")
+    if not sep or not cols or not n.isdigit() or int(n) <= 0:
+        raise ConfigError(f"--buckets must be COL[,COL...]:N, got {spec!r}")
+    return tuple(c.strip() for c in cols.split(",")), int(n)
+
+
+def _create_table(args: argparse.Namespace) -> int:
+    tn = TableName.parse(args.table)
+    db, name = tn.db, tn.table
+    columns = TableSchema.parse(args.columns)
+    pkeys = TableSchema.parse(args.partitioned_by) if args.partitioned_by else None
+    bucket_cols, num_buckets = _parse_buckets(args.buckets)
+    params = {"transactional": "true"}
+    for kv in args.tblproperty:
+        k, eq, v = kv.partition("=")
+        if not eq or not k:
+            raise ConfigError(f"--tblproperty must be KEY=VALUE, got {kv!r}")
+        params[k.strip()] = v.strip()
+    table = TableDef(
+        db,
+        name,
+        tuple((n, str(t)) for n, t in columns.columns),
+        partition_keys=tuple((n, str(t)) for n, t in pkeys.columns) if pkeys else (),
+        bucket_cols=bucket_cols,
+        num_buckets=num_buckets,
+        parameters=params,
+        location=args.location,
+    )
+    with _open(args) as store:
+        if db.lower() != "default":
+            store.create_database(db, if_not_exists=True)
+        created = store.create_table(table, if_not_exists=args.if_not_exists)
+    print(f"created {created.full_name} at {created.location}")
+    return 0
+
+
+def _abort(args: argparse.Namespace) -> int:
+    with _open(args, existing=True) as store:
+        for t in args.txn_ids:
+            store.abort_txn(t, reason=args.reason)
+            print(f"aborted txnid:{t}")
+    return 0
+
+
+def _set_location(args: argparse.Namespace) -> int:
+    with _open(args, existing=True) as store:
+        if args.database:
+            d = store.set_database_location(args.name, args.location)
+            print(f"database {d.name} now at {d.location}")
+        else:
+            tn = TableName.parse(args.name)
+            t = store.set_table_location(tn.db, tn.table, args.location)
+            print(f"{t.full_name} now at {t.location}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the metastore sub-commands to the ``acidstream`` parser."""
+    p = subparsers.add_parser("txns", help="list transactions (like SHOW TRANSACTIONS)")
+    _common(p)
+    p.add_argument("--open", action="store_true", help="only open transactions")
+    p.set_defaults(func=_txns)
+
+    p = subparsers.add_parser("locks", help="list locks (like SHOW LOCKS)")
+    _common(p)
+    p.set_defaults(func=_locks)
+
+    p = subparsers.add_parser("tables", help="list tables of the catalog")
+    _common(p)
+    p.add_argument("database", nargs="?", help="only this database")
+    p.set_defaults(func=_tables)
+
+    p = subparsers.add_parser(
+        "create-table",
+        help="create a (transactional) table",
+        description='e.g. acidstream create-table db.t "id int, name string" '
+        '--partitioned-by "ds string" --buckets id:4 --tblproperty k=v',
+    )
+    _common(p)
+    p.add_argument("table", help="[db.]table (the database is created if missing)")
+    p.add_argument("columns", help='columns, e.g. "id int, name string"')
+    p.add_argument("--partitioned-by", metavar="COLUMNS", help='e.g. "ds string, h int"')
+    p.add_argument("--buckets", metavar="COLS:N", help="bucket columns and count, e.g. id:4")
+    p.add_argument(
+        "--tblproperty",
+        metavar="K=V",
+        action="append",
+        default=[],
+        help="table property (repeatable); transactional=true is the default",
+    )
+    p.add_argument("--location", help="table directory (default: under the warehouse)")
+    p.add_argument("--if-not-exists", action="store_true", help="no error if it exists")
+    p.set_defaults(func=_create_table)
+
+    p = subparsers.add_parser(
+        "set-location",
+        help="point a table (or --database) at an absolute directory",
+        description="The explicit migration of a table an older acidstream stored with a "
+        "relative location: its catalog entry (and partitions at their default place) are "
+        "pointed at PATH, made absolute against the current directory. Files are not moved.",
+    )
+    _common(p)
+    p.add_argument("name", help="[db.]table, or a database with --database")
+    p.add_argument("location", metavar="PATH", help="the table's (database's) real directory")
+    p.add_argument("--database", action="store_true", help="NAME is a database")
+    p.set_defaults(func=_set_location)
+
+    p = subparsers.add_parser("abort", help="abort open transactions")
+    _common(p)
+    p.add_argument("txn_ids", metavar="TXNID", type=int, nargs="+")
+    p.add_argument("--reason", default="ABORT_ROLLBACK: acidstream abort", help="abort reason")
+    p.set_defaults(func=_abort)

@@ -1,0 +1,190 @@
+"""Snapshot reads by table name or path, with the snapshot a Hive reader would take.
+
+``acid.reader.read_table(path)`` reads files with whatever snapshot it is given, and
+"everything valid" without one: after an abort or a ``kill -9``, aborted and uncommitted
+rows then show. This module gives the user-facing read (``acidstream.read_table`` and
+``acidstream read``) the right snapshot: for a ``db.table`` name, and for a path that is a
+registered table or partition location, the snapshot comes from the metastore; for any
+other path a one-line :class:`NoSnapshotWarning` says that no snapshot was given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from acid.errors import TableNotFoundError
+from acid.schema import TableSchema
+from acid.snapshot import ValidTxnList, ValidWriteIdList
+from acid.storage import Storage
+from acid.table_name import TableName
+from txn.config import StoreConfig
+
+__all__ = [
+    "NoSnapshotWarning",
+    "ReadTarget",
+    "iter_table_batches",
+    "read_table",
+    "resolve",
+    "scan_table",
+]
+
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+class NoSnapshotWarning(UserWarning):
+    """A read of a path no metastore knows: every write id counts as committed."""
+
+
+@dataclass(frozen=True)
+class ReadTarget:
+    """What to read and with which snapshot."""
+
+    path: str
+    source: str  # "table db.t", "partition db.t/ds=1" or "path"
+    schema: TableSchema | None = None
+    partition_keys: tuple[str, ...] = ()
+    write_ids: ValidWriteIdList | str | None = None
+    txns: ValidTxnList | str | None = None
+
+    @property
+    def has_snapshot(self) -> bool:
+        return self.write_ids is not None
+
+
+def _metastore_exists(cfg: StoreConfig) -> bool:
+    url = cfg.metastore_url
+    if url.startswith("sqlite:///"):
+        return os.path.exists(url[len("sqlite:///") :])
+    return True
+
+
+def resolve(
+    name_or_path: str,
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+    write_ids: ValidWriteIdList | str | None = None,
+    txns: ValidTxnList | str | None = None,
+) -> ReadTarget:
+    """Where a name or path is, and the snapshot to read it with.
+
+    Explicit ``write_ids``/``txns`` win. Otherwise a table name, or a path that is a
+    registered table or partition location, gets the metastore's current snapshot (opened
+    read-only: a read creates nothing); any other path gets none.
+    """
+    cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
+    is_path = "://" in name_or_path or os.path.exists(name_or_path)
+    if not is_path and not _TABLE_NAME.match(name_or_path):
+        raise TableNotFoundError(f"{name_or_path}: no such table, partition or file")
+    if not _metastore_exists(cfg):
+        if not is_path:
+            raise TableNotFoundError(
+                f"{name_or_path!r} is not a path, and there is no metastore at "
+                f"{cfg.metastore_url} to look it up"
+            )
+        return ReadTarget(name_or_path, "path", write_ids=write_ids, txns=txns)
+    store = cfg.open(read_only=True)
+    try:
+        partition: str | None = None
+        if is_path:
+            _storage, path = Storage.for_path(name_or_path)
+            location = path if "://" not in name_or_path else name_or_path
+            found = store.find_location(location)
+            if found is None:
+                return ReadTarget(name_or_path, "path", write_ids=write_ids, txns=txns)
+            table, partition = found
+        else:
+            name = TableName.parse(name_or_path)
+            table = store.get_table(name.db, name.table)
+        if write_ids is None:
+            snapshot_txns = store.get_valid_txns()
+            write_ids = store.get_valid_write_ids(table.db, table.name, snapshot_txns)
+            if txns is None:
+                txns = snapshot_txns
+    finally:
+        store.close()
+    if table.location is None:
+        raise TableNotFoundError(f"table {table.full_name} has no location")
+    path = name_or_path if is_path else table.location
+    source = f"partition {table.full_name}/{partition}" if partition else f"table {table.full_name}"
+    return ReadTarget(
+        path,
+        source,
+        schema=TableSchema.of(list(table.columns)),
+        partition_keys=tuple(k.lower() for k, _ in table.partition_keys),
+        write_ids=write_ids,
+        txns=txns,
+    )
+
+
+def _warn_if_no_snapshot(target: ReadTarget) -> None:
+    if not target.has_snapshot:
+        warnings.warn(
+            f"{target.path}: no snapshot given and no metastore knows this path: every "
+            "write id is read as committed (aborted or uncommitted rows may show)",
+            NoSnapshotWarning,
+            stacklevel=3,
+        )
+
+
+def scan_table(
+    name_or_path: str,
+    *,
+    metastore: str | None = None,
+    warehouse: str | None = None,
+    write_ids: ValidWriteIdList | str | None = None,
+    txns: ValidTxnList | str | None = None,
+    columns: Sequence[str] | None = None,
+    include_row_id: bool = False,
+    **kwargs: Any,
+) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    """The output schema and the batches of a snapshot read (see :func:`read_table`).
+    A catalog table nothing was written to yet (no directory) reads as zero rows."""
+    from acid.read_plan import build_plan
+    from acid.reader import scan
+
+    t = resolve(
+        name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns
+    )
+    _warn_if_no_snapshot(t)
+    if t.schema is not None:
+        kwargs.setdefault("schema", t.schema)
+        if not _exists(t.path):
+            schema = build_plan(
+                None, schema=t.schema, partition_names=t.partition_keys, columns=columns,
+                include_row_id=include_row_id, filter=None,
+                timestamp_unit=kwargs.get("timestamp_unit", "us"),
+            ).schema()  # fmt: skip
+            return schema, iter(())
+    s = scan(t.path, write_ids=t.write_ids, txns=t.txns, columns=columns,
+             include_row_id=include_row_id, **kwargs)  # fmt: skip
+    return s.schema, iter(s.batches)
+
+
+def read_table(name_or_path: str, **kwargs: Any) -> pa.Table:
+    """Read a table (``db.table``), partition or path with the snapshot a Hive reader
+    would take: the keyword arguments of :func:`scan_table` (``metastore``, ``warehouse``,
+    ``write_ids``/``txns`` to override the snapshot, ``columns``, ``include_row_id``) and
+    of :func:`acid.reader.read_table` (``filter``, ``timestamp_unit``...)."""
+    schema, batches = scan_table(name_or_path, **kwargs)
+    tables = [pa.table(b) if isinstance(b, pa.RecordBatch) else b for b in batches]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def iter_table_batches(name_or_path: str, **kwargs: Any) -> Iterator[pa.Table]:
+    """:func:`read_table` in batches (memory bounded by a batch, not the table); the same
+    keyword arguments."""
+    _schema, batches = scan_table(name_or_path, **kwargs)
+    yield from batches
+
+
+def _exists(path: str) -> bool:
+    storage, p = Storage.for_path(path)
+    return storage.exists(p)

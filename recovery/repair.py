@@ -1,0 +1,292 @@
+"""``acidstream repair``: clear what a failure left in a table, never touching committed data.
+
+Runs :func:`recovery.fsck.fsck_table` and plans one action per repairable finding. A dry
+run (the default) only prints the plan; ``apply=True`` carries it out, re-checking each
+step against a fresh snapshot first, then runs fsck again. In order:
+
+1. **Dead writers' txns**: open txns not heartbeaten within ``txn_timeout_s`` are aborted
+   (:meth:`txn.txn_ops.TxnOps.reap_timed_out`, the housekeeper's step: one atomic store
+   call, so a txn that heartbeats meanwhile is kept). Only timed-out txns: a slow live
+   writer is never aborted.
+2. **Aborted directories**: a directory whose write ids are *all* aborted is removed. A
+   directory that also holds a committed write id is never removed (its aborted rows stay
+   hidden by their write id until a compaction drops them).
+3. **Streaming files whose writer died**: the file is cut back to the last length in its
+   side file (``orcfiledump --recover``), then the side file is removed. The cut is a copy
+   of the flushed prefix renamed over the file, so a writer that was only paused (SIGSTOP)
+   and resumes keeps writing into the old, unlinked file and cannot tear the new one. A
+   file never flushed (last length 0) held nothing committed and is removed.
+4. **Partitions on disk but not in the catalog** are registered; catalog partitions
+   without a directory are reported (restore the files or drop the partition).
+5. **Unknown files** are moved, not deleted, into the hidden ``.acidstream_quarantine``
+   directory of the table (readers skip hidden names).
+
+Unreadable files and torn side files of live writers are reported only: an operator
+decides. Obsolete directories are the cleaner's work (``acidstream compact``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from acid.layout import ParsedDelta, parse_dir_name, side_file_name
+from acid.partition_name import parse_partition_component
+from acid.storage import Storage
+from recovery.fsck import (
+    QUARANTINE_DIR,
+    Finding,
+    FsckReport,
+    WriteIdStates,
+    fsck_table,
+    read_side_file,
+)
+from txn.catalog import TableDef
+from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
+
+__all__ = ["Action", "RepairReport", "recover_streaming_file", "repair_table"]
+
+log = logging.getLogger(__name__)
+
+_COPY_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True)
+class Action:
+    """One repair step: planned (dry run) or carried out.
+
+    Attributes:
+        action: ``abort_txns``, ``remove_dir``, ``recover_file``, ``register_partition``,
+            ``quarantine``, or ``none`` (reported, not repairable here).
+        path: What it acts on.
+        detail: What it does (or why not).
+        done: Carried out (``apply``) without error.
+        error: Why it failed or was skipped at the last re-check.
+    """
+
+    action: str
+    path: str
+    detail: str
+    done: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "path": self.path,
+            "detail": self.detail,
+            "done": self.done,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What repair planned or did, with fsck before and (when applied) after."""
+
+    table: str
+    applied: bool
+    actions: tuple[Action, ...]
+    before: FsckReport
+    after: FsckReport | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """Dry run: fsck's code before. Applied: fsck's code after (0 once clean)."""
+        report = self.after if self.after is not None else self.before
+        if any(a.error for a in self.actions):
+            return max(report.exit_code, 1)
+        return report.exit_code
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "table": self.table,
+                "applied": self.applied,
+                "exit_code": self.exit_code,
+                "actions": [a.to_dict() for a in self.actions],
+                "before": json.loads(self.before.to_json()),
+                "after": None if self.after is None else json.loads(self.after.to_json()),
+            },
+            indent=2,
+        )
+
+
+def recover_streaming_file(storage: Storage, path: str, length: int) -> None:
+    """Cut ``path`` back to its first ``length`` bytes and remove its side file.
+
+    The prefix is copied to a hidden file in the same directory, made durable and renamed
+    over ``path``: the rename is atomic, and a paused writer still holding the old file
+    open writes into an unlinked inode. ``length`` 0 removes the file.
+    """
+    side = side_file_name(path)
+    if length == 0:
+        storage.delete(path)
+        storage.delete(side)
+        return
+    directory, name = path.rsplit("/", 1)
+    tmp = storage.join(directory, f".{name}.recover")
+    storage.delete(tmp)
+    with storage.open_read(path) as src, storage.create(tmp, overwrite=True) as dst:
+        left = length
+        while left > 0:
+            chunk = src.read(min(_COPY_CHUNK, left))
+            if not chunk:
+                raise OSError(f"{path}: ended before its flush length {length}")
+            dst.write(chunk)
+            left -= len(chunk)
+        storage.durable_flush(dst)
+    storage.rename(tmp, path)
+    storage.delete(side)
+
+
+def _plan(store: TxnStore, table: TableDef, report: FsckReport) -> list[Action]:
+    out: list[Action] = []
+    stale = sorted({t for f in report.of_kind("timed_out_txn") for t in f.txn_ids})
+    if stale:
+        out.append(
+            Action(
+                "abort_txns",
+                table.full_name,
+                f"abort timed-out txns {stale} (and any other timed-out txn of the metastore)",
+            )
+        )
+    removed = [f.path.rstrip("/") + "/" for f in report.of_kind("aborted_dir")]
+    for f in report.findings:
+        if any(f.path.startswith(r) for r in removed):
+            continue  # inside a directory that goes whole
+        if f.kind == "aborted_dir":
+            out.append(Action("remove_dir", f.path, f.detail))
+        elif f.kind == "dead_writer_side_file":
+            out.append(Action("recover_file", f.path, f"cut to the last flush: {f.detail}"))
+        elif f.kind == "partition_not_in_catalog":
+            out.append(Action("register_partition", f.path, "add the partition to the catalog"))
+        elif f.kind == "unknown_file":
+            out.append(Action("quarantine", f.path, f"move to {QUARANTINE_DIR}/: {f.detail}"))
+        elif f.kind in ("unreadable_file", "bad_side_file", "partition_missing_on_disk"):
+            out.append(Action("none", f.path, f"not repaired ({f.kind}): {f.detail}"))
+    return out
+
+
+def repair_table(
+    store: TxnStore,
+    table: TableDef,
+    *,
+    apply: bool = False,
+    txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+    deep: bool = True,
+) -> RepairReport:
+    """Plan (and with ``apply`` carry out) the repair of one table; see the module doc.
+
+    Args:
+        store: The table's metastore.
+        table: The table.
+        apply: Carry the plan out; without it nothing is changed.
+        txn_timeout_s: Open txns without a heartbeat for this long count as dead writers'.
+        deep: fsck decodes every stripe (default), not only file tails.
+    """
+    before = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep)
+    planned = _plan(store, table, before)
+    if not apply:
+        return RepairReport(table.full_name, False, tuple(planned), before)
+    actions: list[Action] = []
+    if any(a.action == "abort_txns" for a in planned):
+        reaped = store.reap_timed_out(timeout_s=txn_timeout_s)
+        actions.append(
+            Action("abort_txns", table.full_name, f"aborted timed-out txns {reaped}", done=True)
+        )
+        # The aborts make more directories and side files repairable: plan again.
+        current = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep)
+        planned = [a for a in _plan(store, table, current) if a.action != "abort_txns"]
+    assert table.location is not None
+    storage, root = Storage.for_path(table.location)
+    for a in planned:
+        actions.append(_carry_out(store, table, storage, root, a, txn_timeout_s))
+    after = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep)
+    return RepairReport(table.full_name, True, tuple(actions), before, after)
+
+
+def _carry_out(
+    store: TxnStore,
+    table: TableDef,
+    storage: Storage,
+    root: str,
+    a: Action,
+    txn_timeout_s: float,
+) -> Action:
+    """One action, re-checked against a fresh snapshot right before it runs."""
+    try:
+        if a.action == "remove_dir":
+            return _remove_aborted_dir(store, table, storage, a)
+        if a.action == "recover_file":
+            return _recover(store, table, storage, a)
+        if a.action == "register_partition":
+            rel = a.path[len(root.rstrip("/")) + 1 :]
+            kv = [parse_partition_component(p) for p in rel.split("/")]
+            if any(x is None for x in kv):
+                return _skip(a, f"{rel} is not a partition path")
+            values = dict(x for x in kv if x is not None)
+            info = store.add_partition(table.db, table.name, values)
+            return Action(a.action, a.path, f"registered {info.name}", done=True)
+        if a.action == "quarantine":
+            rel = a.path[len(root.rstrip("/")) + 1 :]
+            dest = storage.join(root, QUARANTINE_DIR, rel)
+            storage.makedirs(dest.rsplit("/", 1)[0])
+            storage.rename(a.path, dest)
+            return Action(a.action, a.path, f"moved to {dest}", done=True)
+        return a
+    except OSError as e:
+        log.warning("repair of %s failed: %s", a.path, e)
+        return Action(a.action, a.path, a.detail, error=f"{type(e).__name__}: {e}")
+
+
+def _skip(a: Action, why: str) -> Action:
+    return Action(a.action, a.path, a.detail, error=f"skipped: {why}")
+
+
+def _states_now(store: TxnStore, table: TableDef) -> WriteIdStates:
+    """Write id states at a fresh snapshot (each action re-checks right before it runs)."""
+    wids = store.get_valid_write_ids(table.db, table.name, store.get_valid_txns())
+    return WriteIdStates(store, table, wids)
+
+
+def _remove_aborted_dir(store: TxnStore, table: TableDef, storage: Storage, a: Action) -> Action:
+    parsed = parse_dir_name(a.path.rsplit("/", 1)[-1])
+    if parsed is None:
+        return _skip(a, "not an ACID directory")
+    if isinstance(parsed, ParsedDelta):
+        lo, hi = parsed.min_write_id, parsed.max_write_id
+    else:
+        lo = hi = parsed.write_id
+    if parsed.visibility_txn_id > 0:
+        return _skip(a, "compactor output: the cleaner's work")
+    if not _states_now(store, table).range_all_aborted(lo, hi):
+        return _skip(a, f"write ids {lo}..{hi} are no longer all aborted")
+    storage.delete(a.path, recursive=True)
+    return Action(a.action, a.path, f"removed (write ids {lo}..{hi} all aborted)", done=True)
+
+
+def _recover(store: TxnStore, table: TableDef, storage: Storage, a: Action) -> Action:
+    dir_path = a.path.rsplit("/", 1)[0]
+    parsed = parse_dir_name(dir_path.rsplit("/", 1)[-1])
+    if not isinstance(parsed, ParsedDelta):
+        return _skip(a, "not in a delta directory")
+    lo, hi = parsed.min_write_id, parsed.max_write_id
+    if _states_now(store, table).range_has_open(lo, hi):
+        return _skip(a, f"a write id of {lo}..{hi} is open again: its writer is alive")
+    side = read_side_file(storage, a.path)
+    if side is None:
+        return _skip(a, "its side file is gone (the writer finished it)")
+    size = storage.size(a.path)
+    if side.last > size:
+        return _skip(a, f"flush length {side.last} is past the file's {size} bytes")
+    recover_streaming_file(storage, a.path, side.last)
+    what = "removed (never flushed)" if side.last == 0 else f"cut {size} -> {side.last} bytes"
+    return Action(a.action, a.path, f"{what}; side file removed", done=True)
+
+
+def describe_finding(f: Finding) -> str:
+    """One line for a finding, for logs."""
+    return f"{f.severity} {f.kind} {f.path}: {f.detail}"

@@ -1,0 +1,1 @@
+"""sources: PySpark data sources (the Kafka source; the ACID table source)."""

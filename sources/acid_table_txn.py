@@ -1,0 +1,116 @@
+"""A reader txn held by the user's driver process: the exact end of a batch read's protection.
+
+The ``acidtable`` source cannot tell when a query's action ends (see
+``docs/spark_reader.md``); :class:`AcidReadTxn` lets the caller say so: the txn is opened
+before the snapshot, heartbeaten meanwhile, and committed when the ``with`` block ends.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import socket
+import threading
+from types import TracebackType
+from typing import Any
+
+from acid.errors import AcidStreamError, ConfigError
+from acid.snapshot import ValidTxnList
+
+__all__ = ["LEASE_AGENT", "AcidReadTxn", "reader_user"]
+
+log = logging.getLogger(__name__)
+
+LEASE_AGENT = "acidtable-read:"
+"""``agent_info`` prefix of the reader txns of ``acidtable`` (``show_txns`` shows them)."""
+
+
+def reader_user() -> str:
+    """The user name recorded on reader txns."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry in some containers
+        return "acidtable"
+
+
+class AcidReadTxn:
+    """A reader txn held by the user's driver process for the duration of some reads.
+
+    ``with AcidReadTxn(metastore=url) as rt:`` opens the txn and takes its snapshot;
+    ``spark.read.format("acidtable").options(**rt.options()).load("db.t")`` reads under it
+    (no lease txn of the source's own), and the block's end commits it, after which the
+    Cleaner may remove files the reads used. A heartbeat thread keeps it alive meanwhile.
+
+    Args:
+        metastore / warehouse: as for the rest of the project (arguments > environment).
+        heartbeat_s: heartbeat interval (well under the txn timeout).
+    """
+
+    def __init__(
+        self,
+        *,
+        metastore: str | None = None,
+        warehouse: str | None = None,
+        heartbeat_s: float = 60.0,
+    ) -> None:
+        from txn.config import StoreConfig
+
+        self.config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
+        self.heartbeat_s = heartbeat_s
+        self.txn_id: int | None = None
+        self.txns: ValidTxnList | None = None
+        self._store: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> AcidReadTxn:
+        self._store = self.config.open()
+        self.txn_id = self._store.open_txns(
+            1, user=reader_user(), host=socket.gethostname(), agent_info=f"{LEASE_AGENT}AcidReadTxn"
+        )[0]
+        self.txns = self._store.get_valid_txns(self.txn_id)
+        self._thread = threading.Thread(target=self._beat, name="acidtable-read-txn", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        from txn.store import open_store
+
+        store = open_store(self.config.metastore_url, warehouse=self.config.warehouse)
+        try:
+            while not self._stop.wait(self.heartbeat_s):
+                assert self.txn_id is not None
+                try:
+                    store.heartbeat_txn_range(self.txn_id, self.txn_id)
+                except AcidStreamError as e:  # the next beat may succeed
+                    log.warning("heartbeat of read txn %s failed: %s", self.txn_id, e)
+        finally:
+            store.close()
+
+    def options(self) -> dict[str, str]:
+        """The ``acidtable`` options that read under this txn and snapshot."""
+        if self.txn_id is None or self.txns is None:
+            raise ConfigError("AcidReadTxn.options() outside its with block")
+        return {
+            "readTxnId": str(self.txn_id),
+            "validTxns": self.txns.to_string(),
+            "metastore": self.config.metastore_url,
+            "warehouse": self.config.warehouse,
+        }
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            if self._store is not None and self.txn_id is not None:
+                self._store.commit_txn(self.txn_id)
+        finally:
+            if self._store is not None:
+                self._store.close()
+            self._store = None

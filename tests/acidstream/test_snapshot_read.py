@@ -1,0 +1,86 @@
+"""Reads take the snapshot a Hive reader would: aborted and uncommitted rows never show."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+import acidstream
+from acidstream.cli.main import main
+from acidstream.snapshot_read import NoSnapshotWarning
+from ingest.connection import StreamingConnection, StreamingOptions
+from ingest.record_writers import StrictJsonWriter
+from tests.ingest.conftest import MakeTable
+from txn.store import TxnStore
+
+
+def _aborted_rows_on_disk(store: TxnStore, make_table: MakeTable) -> str:
+    """A table whose batch file holds an aborted txn's rows (auto-flushed before the abort)."""
+    t = make_table("t", "id int, msg string", partitioned_by=[("ds", "string")])
+    with StreamingConnection(
+        "t", record_writer=StrictJsonWriter(), store=store,
+        options=StreamingOptions(txns_per_batch=3, memory_limit_bytes=100),
+    ) as c:  # fmt: skip
+        c.begin_transaction()
+        c.write_many(b'{"id": %d, "ds": "a"}' % i for i in range(5))
+        c.commit_transaction()
+        c.begin_transaction()
+        c.write_many(b'{"id": %d, "ds": "a"}' % i for i in range(100, 105))  # auto-flushed
+        c.abort_transaction()
+        assert c.stats().auto_flushes > 0
+    assert t.location is not None
+    return t.location
+
+
+def test_python_read_by_name_or_registered_path_hides_aborted_rows(
+    store: TxnStore, make_table: MakeTable, store_url: str, warehouse: str
+) -> None:
+    loc = _aborted_rows_on_disk(store, make_table)
+    kw = {"metastore": store_url, "warehouse": warehouse}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoSnapshotWarning)
+        by_name = acidstream.read_table("default.t", **kw)
+        by_path = acidstream.read_table(loc, **kw)
+        by_partition = acidstream.read_table(f"{loc}/ds=a", **kw)
+    for got in (by_name, by_path, by_partition):
+        assert sorted(got.column("id").to_pylist()) == [0, 1, 2, 3, 4]
+
+
+def test_unregistered_path_warns_that_no_snapshot_was_given(
+    store: TxnStore, make_table: MakeTable, store_url: str, warehouse: str, tmp_path: Path
+) -> None:
+    loc = _aborted_rows_on_disk(store, make_table)
+    copy = tmp_path / "copy"
+    shutil.copytree(loc, copy)
+    with pytest.warns(NoSnapshotWarning, match="no snapshot"):
+        got = acidstream.read_table(str(copy), metastore=store_url, warehouse=warehouse)
+    assert sorted(got.column("id").to_pylist()) == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]
+
+
+def test_cli_read_of_a_registered_location_uses_the_metastore_snapshot(
+    store: TxnStore, make_table: MakeTable, store_url: str, warehouse: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    loc = _aborted_rows_on_disk(store, make_table)
+    base = ["--metastore", store_url, "--warehouse", warehouse, "--columns", "id"]
+    capsys.readouterr()
+    assert main(["read", loc, *base]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 5 and err == ""
+    copy = tmp_path / "copy"
+    shutil.copytree(loc, copy)
+    assert main(["read", str(copy), *base]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 10
+    assert err.startswith("acidstream: warning: no snapshot") and err.count("\n") == 1
+
+
+def test_empty_catalog_table_reads_as_zero_rows(
+    store: TxnStore, make_table: MakeTable, store_url: str, warehouse: str
+) -> None:
+    make_table("e", "id int, msg string")
+    got = acidstream.read_table("e", metastore=store_url, warehouse=warehouse)
+    assert got.num_rows == 0 and got.column_names == ["id", "msg"]

@@ -1,0 +1,70 @@
+"""``acidstream compact | compactions | compactor`` end to end on a real metastore."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from acidstream.cli.compaction_cmds import SHOW_COMPACTIONS_COLUMNS, register
+from tests.compaction.conftest import MakeTbl, b0, rows
+from txn.store import TxnStore
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="acidstream")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+def test_compact_wait_then_show_compactions(
+    store: TxnStore,
+    store_url: str,
+    warehouse: str,
+    make_tbl: MakeTbl,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    t = make_tbl(partitioned=True)
+    w = t.insert(rows(0, 10), partition="ds=a")
+    t.insert(rows(10, 20), partition="ds=a")
+    t.delete([(w, b0(), 0)], partition="ds=a")
+    before = t.read()
+    common = ["--metastore", store_url, "--warehouse", warehouse]
+    assert (
+        _cli(["compact", "default.t", "--partition", "ds=a", "--type", "major", "--wait", *common])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "compaction 1 queued (major, default.t/ds=a)" in out
+    assert "compaction 1 major default.t/ds=a: ready for cleaning" in out
+    assert "compaction 1: succeeded" in out
+    assert t.read().equals(before)
+    assert [p.name[:5] for p in Path(t.dir("ds=a")).iterdir() if p.is_dir()] == ["base_"]
+
+    assert _cli(["compactions", *common]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == list(SHOW_COMPACTIONS_COLUMNS)
+    row = lines[2].split()
+    assert row[:6] == ["1", "default", "t", "ds=a", "MAJOR", "succeeded"]
+
+
+def test_compactor_once_initiates_compacts_and_cleans(
+    store: TxnStore,
+    store_url: str,
+    warehouse: str,
+    make_tbl: MakeTbl,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    t = make_tbl()
+    for i in range(11):
+        t.insert(rows(i * 10, i * 10 + 10))
+    before = t.read()
+    assert _cli(["compactor", "--once", "--metastore", store_url, "--warehouse", warehouse]) == 0
+    out = capsys.readouterr().out
+    assert "initiator default.t: queued major compaction 1 (11 deltas > 10 and no base)" in out
+    assert "compaction 1 major default.t: ready for cleaning" in out
+    assert "cleaner compaction 1 default.t: succeeded, deleted 11 dirs" in out
+    assert t.read().equals(before)
