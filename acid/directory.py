@@ -8,11 +8,18 @@ deltas wide-first with statement-id grouping, and reports obsolete and
 aborted directories. It also resolves what a reader needs next: the logical
 length of every data file (``_flush_length`` side files) and the synthetic
 ROW__ID start of every original file.
+
+List bucketing (``acid.list_bucketing``) leaves directory selection alone: its
+directories sit inside each delta or base (``delta_5_5/x=6/bucket_00000``, the default
+one ``HIVE_DEFAULT_LIST_BUCKETING_DIR_NAME`` once per skewed column), and the files of a
+chosen directory include those of its list-bucketing subdirectories, each
+:class:`DataFile` naming its own (``lb_dir``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from acid.errors import AcidFormatError, NotEnoughHistoryError
@@ -29,6 +36,7 @@ from acid.layout import (
     parse_dir_name,
     parse_original_file,
 )
+from acid.list_bucketing import DEFAULT_DIR_NAME
 from acid.orc_inspect import OrcFileInfo, inspect_orc, logical_length
 from acid.snapshot import LONG_MAX, RangeResponse, ValidTxnList, ValidWriteIdList
 from acid.storage import FileInfo, Storage
@@ -41,7 +49,9 @@ __all__ = [
     "OriginalFile",
     "find_best_working_deltas",
     "get_acid_state",
+    "is_lb_dir_name",
     "is_valid_base",
+    "lb_dir_names",
 ]
 
 LONG_MIN = -9223372036854775808
@@ -54,6 +64,9 @@ class DataFile:
     ``bucket_id`` comes from ``bucket_N[_A]`` (or ``N_M`` in raw directories) and
     is ``None`` for other names (Hive's ``parseBucketId`` gives -1).
     ``logical_length`` is the side-file length when one applies, else the size.
+    ``lb_dir`` is the list-bucketing directory holding the file, relative to its
+    delta/base (``x=6``, ``HIVE_DEFAULT_LIST_BUCKETING_DIR_NAME/...``); ``""`` for a file
+    directly in the delta/base.
     """
 
     path: str
@@ -62,6 +75,7 @@ class DataFile:
     attempt_id: int | None
     length: int
     logical_length: int
+    lb_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -246,12 +260,59 @@ def _is_dir_usable(
     return True
 
 
-def _list_data_files(storage: Storage, path: str) -> list[FileInfo]:
-    return [
-        e
-        for e in storage.list_dir(path)
-        if not e.is_dir and not is_hidden(e.name) and not e.name.endswith(SIDE_FILE_SUFFIX)
-    ]
+def lb_dir_names(location_dirs: Collection[str] = ()) -> frozenset[str]:
+    """The names of directories that are list-bucketing directories besides ``k=v`` and
+    the default directory: every component of the location map's directories."""
+    return frozenset(c for d in location_dirs for c in d.split("/") if c)
+
+
+def is_lb_dir_name(name: str, extra: Collection[str] = ()) -> bool:
+    """Whether a subdirectory of a delta/base is a list-bucketing directory (``k=v``, the
+    default directory, or a component of a location-map directory)."""
+    return (not is_hidden(name)) and ("=" in name or name == DEFAULT_DIR_NAME or name in extra)
+
+
+# A data file of a delta/base and its list-bucketing directory ("" directly in the delta).
+_Listed = tuple[FileInfo, str]
+
+
+def _list_data_files(storage: Storage, path: str, lb_names: Collection[str]) -> list[_Listed]:
+    """The data files of a delta/base, then those of its list-bucketing directories.
+
+    The common case (no subdirectory) costs one listing, as before; side files are
+    matched per file later, in whichever directory the file sits.
+    """
+    out: list[_Listed] = []
+    subdirs: list[FileInfo] = []
+    for e in storage.list_dir(path):
+        if is_hidden(e.name):
+            continue
+        if e.is_dir:
+            if is_lb_dir_name(e.name, lb_names):
+                subdirs.append(e)
+        elif not e.name.endswith(SIDE_FILE_SUFFIX):
+            out.append((e, ""))
+    for d in subdirs:
+        _list_lb_files(storage, d, d.name, lb_names, out)
+    return out
+
+
+def _list_lb_files(
+    storage: Storage, d: FileInfo, rel: str, lb_names: Collection[str], out: list[_Listed]
+) -> None:
+    """The files under list-bucketing directory ``d`` (``rel`` inside its delta/base), at
+    any depth: one level per skewed column."""
+    subdirs: list[FileInfo] = []
+    for e in storage.list_dir(d.path):
+        if is_hidden(e.name):
+            continue
+        if e.is_dir:
+            if is_lb_dir_name(e.name, lb_names):
+                subdirs.append(e)
+        elif not e.name.endswith(SIDE_FILE_SUFFIX):
+            out.append((e, rel))
+    for s in subdirs:
+        _list_lb_files(storage, s, f"{rel}/{s.name}", lb_names, out)
 
 
 def _list_originals_recursive(storage: Storage, path: str) -> list[FileInfo]:
@@ -278,7 +339,7 @@ def _is_raw_dir(
     storage: Storage,
     parsed: ParsedBase | ParsedDelta,
     compacted: bool,
-    files: list[FileInfo],
+    files: list[_Listed],
     infos: dict[tuple[str, int], OrcFileInfo],
 ) -> bool:
     """``MetaDataFile.isRawFormat``: only base_x / delta_x_x may hold raw (LOAD DATA) files.
@@ -293,7 +354,7 @@ def _is_raw_dir(
             return False
     elif compacted:
         return False
-    chosen = next((f for f in files if parse_original_file(f.name) is not None), None)
+    chosen = next((f for f, _ in files if parse_original_file(f.name) is not None), None)
     if chosen is None:
         return False  # "directory is empty or doesn't have any that could have been produced by load data"
     try:
@@ -356,11 +417,11 @@ def _acid_dir(
     *,
     compacted: bool,
     raw: bool,
-    listing: list[FileInfo],
+    listing: list[_Listed],
 ) -> AcidDir:
     use_side = isinstance(parsed, ParsedDelta) and parsed.may_contain_side_file
     files: list[DataFile] = []
-    for e in listing:
+    for e, lb_dir in listing:
         b = parse_bucket_file(e.name)
         bucket, attempt = (b[0], b[1]) if b is not None else (_original_bucket(e.name), None)
         files.append(
@@ -373,6 +434,7 @@ def _acid_dir(
                 logical_length=logical_length(
                     storage, e.path, file_length=e.size, use_side_file=use_side
                 ),
+                lb_dir=lb_dir,
             )
         )
     return AcidDir(path, name, parsed, tuple(files), is_raw=raw, is_compacted=compacted)
@@ -385,6 +447,7 @@ def get_acid_state(
     txns: ValidTxnList | None,
     storage: Storage | None = None,
     ignore_empty_files: bool = True,
+    lb_location_dirs: Collection[str] = (),
 ) -> AcidState:
     """Hive's ``getAcidState`` for one partition (or unpartitioned table) directory.
 
@@ -396,6 +459,9 @@ def get_acid_state(
             without one): ``None`` raises ``AcidFormatError``.
         storage: the filesystem; derived from ``path`` when omitted.
         ignore_empty_files: skip 0-byte original files, as Hive's readers do.
+        lb_location_dirs: list-bucketing directories of a location map (relative to a
+            delta/base) whose names are neither ``k=v`` nor the default directory's
+            (``SkewedInfo.all_dirs()``); those two kinds are always recognised.
 
     Raises:
         NotEnoughHistoryError: only compacted bases newer than the snapshot exist.
@@ -407,6 +473,7 @@ def get_acid_state(
     if txns is None:
         raise AcidFormatError(f"No ValidTxnList for {path}")
     wids = write_ids if write_ids is not None else ValidWriteIdList()
+    lb_names = lb_dir_names(lb_location_dirs)
 
     originals: list[FileInfo] = []
     original_dirs: list[str] = []
@@ -507,7 +574,7 @@ def get_acid_state(
     infos: dict[tuple[str, int], OrcFileInfo] = {}
     if base is not None:
         parsed_b, bpath, bname, bcompacted = base
-        listing = _list_data_files(storage, bpath)
+        listing = _list_data_files(storage, bpath, lb_names)
         raw = _is_raw_dir(storage, parsed_b, bcompacted, listing, infos)
         base_dir = _acid_dir(
             storage, bpath, bname, parsed_b, compacted=bcompacted, raw=raw, listing=listing
@@ -516,7 +583,7 @@ def get_acid_state(
             original_files.extend(
                 _row_counts_and_offsets(
                     storage,
-                    listing,
+                    [f for f, _ in listing],
                     infos,
                     write_id=parsed_b.write_id,
                     statement_id=0,
@@ -533,7 +600,7 @@ def get_acid_state(
     deltas: list[AcidDir] = []
     for parsed_d, name in chosen:
         dpath = delta_paths[name]
-        listing = _list_data_files(storage, dpath)
+        listing = _list_data_files(storage, dpath, lb_names)
         raw = _is_raw_dir(storage, parsed_d, False, listing, infos)
         deltas.append(
             _acid_dir(storage, dpath, name, parsed_d, compacted=False, raw=raw, listing=listing)
@@ -542,7 +609,7 @@ def get_acid_state(
             original_files.extend(
                 _row_counts_and_offsets(
                     storage,
-                    listing,
+                    [f for f, _ in listing],
                     infos,
                     write_id=parsed_d.min_write_id,
                     statement_id=parsed_d.statement_id,
