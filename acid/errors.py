@@ -20,7 +20,9 @@ __all__ = [
     "ConfigError",
     "DataLossError",
     "JobFailedError",
+    "LinkReadOnlyError",
     "LockTimeoutError",
+    "NamespaceError",
     "NotEnoughHistoryError",
     "SerializationError",
     "SourceError",
@@ -39,6 +41,16 @@ class AcidStreamError(Exception):
 class ConfigError(AcidStreamError, ValueError):
     """A configuration key is unknown or its value is invalid (also a ``ValueError``, so
     callers that validate arguments the standard way catch it)."""
+
+
+class NamespaceError(ConfigError):
+    """A client bound to a namespace named something outside it (``B.T`` from namespace
+    ``A``): fix the name or the binding (``txn/namespaces.py``)."""
+
+
+class LinkReadOnlyError(NamespaceError):
+    """A write (stream, sink, HTTP, compaction, repair) named a link (``T1@B``): links are
+    read-only; write to the owner's table from its own namespace."""
 
 
 class AcidFormatError(AcidStreamError):

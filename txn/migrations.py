@@ -212,7 +212,82 @@ _V2 = [
     "ON COMPLETED_COMPACTIONS (CC_DATABASE, CC_TABLE, CC_PARTITION, CC_ID)",
 ]
 
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, tuple(_V1)), (2, tuple(_V2)))
+# List bucketing (Hive's SkewedInfo and SDS.IS_STOREDASSUBDIRECTORIES, txn/skew_sql.py),
+# keyed by (db, table, partition name or '' for the table) instead of Hive's SD ids. A
+# row in SKEWED_INFO means "skewed"; the value lists are flattened (list index, position);
+# a location-map key is the value tuple as a JSON array. IF NOT EXISTS: a store whose
+# version rows were lowered (tests of older schemas) migrates again cleanly.
+_V3 = [
+    """CREATE TABLE IF NOT EXISTS SKEWED_INFO (
+        SK_DB TEXT NOT NULL,
+        SK_TBL TEXT NOT NULL,
+        SK_PART TEXT NOT NULL,
+        IS_STOREDASSUBDIRECTORIES INTEGER NOT NULL,
+        PRIMARY KEY (SK_DB, SK_TBL, SK_PART)
+    )""",
+    """CREATE TABLE IF NOT EXISTS SKEWED_COL_NAMES (
+        SK_DB TEXT NOT NULL,
+        SK_TBL TEXT NOT NULL,
+        SK_PART TEXT NOT NULL,
+        INTEGER_IDX INTEGER NOT NULL,
+        SKEWED_COL_NAME TEXT NOT NULL,
+        PRIMARY KEY (SK_DB, SK_TBL, SK_PART, INTEGER_IDX)
+    )""",
+    """CREATE TABLE IF NOT EXISTS SKEWED_VALUES (
+        SK_DB TEXT NOT NULL,
+        SK_TBL TEXT NOT NULL,
+        SK_PART TEXT NOT NULL,
+        STRING_LIST_IDX INTEGER NOT NULL,
+        INTEGER_IDX INTEGER NOT NULL,
+        STRING_LIST_VALUE TEXT NOT NULL,
+        PRIMARY KEY (SK_DB, SK_TBL, SK_PART, STRING_LIST_IDX, INTEGER_IDX)
+    )""",
+    """CREATE TABLE IF NOT EXISTS SKEWED_COL_VALUE_LOC_MAP (
+        SK_DB TEXT NOT NULL,
+        SK_TBL TEXT NOT NULL,
+        SK_PART TEXT NOT NULL,
+        LOC_KEY TEXT NOT NULL,
+        LOCATION TEXT NOT NULL,
+        PRIMARY KEY (SK_DB, SK_TBL, SK_PART, LOC_KEY)
+    )""",
+]
+
+_V4 = [
+    # Namespaces and links (txn/links_sql.py, docs/namespaces.md). Metastore-wide settings
+    # (``namespace_mode``: 'on'/'off'), one row per key.
+    """CREATE TABLE IF NOT EXISTS METASTORE_SETTINGS (
+        SETTING_KEY TEXT PRIMARY KEY,
+        SETTING_VALUE TEXT NOT NULL
+    )""",
+    # A link held by namespace LINK_DB to TARGET_DB.TARGET_TBL (named TARGET_TBL@TARGET_DB
+    # in LINK_DB); IS_DYNAMIC 'Y' follows every partition of the target, 'N' only those in
+    # LINK_PARTITIONS. No data is copied.
+    """CREATE TABLE IF NOT EXISTS TBL_LINKS (
+        LINK_DB TEXT NOT NULL,
+        TARGET_DB TEXT NOT NULL,
+        TARGET_TBL TEXT NOT NULL,
+        IS_DYNAMIC CHAR(1) NOT NULL,
+        OWNER TEXT NOT NULL DEFAULT '',
+        CREATE_TIME BIGINT NOT NULL,
+        PRIMARY KEY (LINK_DB, TARGET_DB, TARGET_TBL)
+    )""",
+    "CREATE INDEX IF NOT EXISTS TBL_LINKS_TARGET_IDX ON TBL_LINKS (TARGET_DB, TARGET_TBL)",
+    """CREATE TABLE IF NOT EXISTS LINK_PARTITIONS (
+        LP_LINK_DB TEXT NOT NULL,
+        LP_TARGET_DB TEXT NOT NULL,
+        LP_TARGET_TBL TEXT NOT NULL,
+        LP_PART_NAME TEXT NOT NULL,
+        CREATE_TIME BIGINT NOT NULL,
+        PRIMARY KEY (LP_LINK_DB, LP_TARGET_DB, LP_TARGET_TBL, LP_PART_NAME)
+    )""",
+]
+
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, tuple(_V1)),
+    (2, tuple(_V2)),
+    (3, tuple(_V3)),
+    (4, tuple(_V4)),
+)
 """``(version, statements)`` in ascending version order."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -220,7 +295,9 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 READABLE_FROM_VERSION = 1
 """The oldest schema a read-only store can use as it is (later migrations only add
-indexes), so listing an older metastore needs no migration."""
+indexes, and tables whose absence means "none": version 3's list-bucketing tables are
+read as "not skewed", :mod:`txn.skew_sql`), so listing an older metastore needs no
+migration."""
 
 
 def migrate(tx: Tx, db: Database) -> int:
@@ -236,8 +313,11 @@ def migrate(tx: Tx, db: Database) -> int:
     tx.x("CREATE TABLE IF NOT EXISTS SCHEMA_VERSION (VERSION INTEGER NOT NULL)")
     current = _version(tx)
     _refuse_newer(current)
+    # By recorded version, not "above the highest": a metastore migrated while a lower
+    # version was not yet released (a gap) still gets it once it is.
+    applied = {int(r[0]) for r in tx.q("SELECT VERSION FROM SCHEMA_VERSION")}
     for version, statements in MIGRATIONS:
-        if version > current:
+        if version not in applied:
             for sql in statements:
                 tx.x(sql)
             tx.x("INSERT INTO SCHEMA_VERSION (VERSION) VALUES (?)", version)

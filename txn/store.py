@@ -12,8 +12,8 @@ are milliseconds since the epoch, as in Hive.
 
 The methods live in one mixin per concern, beside their SQL: transactions
 (:mod:`txn.txn_ops`), locks (:mod:`txn.lock_sql`), read snapshots
-(:mod:`txn.snapshot_sql`), the catalog (:mod:`txn.catalog_sql`) and housekeeping
-(:mod:`txn.housekeeping_sql`). This module assembles them and opens stores.
+(:mod:`txn.snapshot_sql`), the catalog (:mod:`txn.catalog_sql`), housekeeping
+(:mod:`txn.housekeeping_sql`) and namespaces and links (:mod:`txn.links_sql`). This module assembles them and opens stores.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from txn.catalog import absolute_location
 from txn.catalog_sql import CatalogOps
 from txn.db import Database
 from txn.housekeeping_sql import HousekeepingOps
+from txn.links_sql import LinkOps
 from txn.lock_sql import LockOps
 from txn.migrations import check_schema, migrate
 from txn.snapshot_sql import SnapshotOps
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 
-class TxnStore(TxnOps, LockOps, SnapshotOps, CatalogOps, HousekeepingOps):
+class TxnStore(TxnOps, LockOps, SnapshotOps, CatalogOps, HousekeepingOps, LinkOps):
     """Transactions, write ids, locks, read snapshots and the table catalog in one database.
 
     Open one with :func:`open_store`. A store holds one connection; it may be
