@@ -4,8 +4,8 @@
   ``ALTER TABLE ... COMPACT``; ``--wait`` runs the queue (worker, then cleaner) in this
   process until the request is done.
 * ``compactions`` prints the queue and history (SHOW COMPACTIONS columns).
-* ``compactor`` runs the initiator, workers and cleaner as a daemon (``--once``: a single
-  pass), printing one summary line per compaction.
+* ``compactor`` runs the initiator, workers, cleaner and housekeeper as a daemon
+  (``--once``: a single pass), printing one summary line per compaction.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from acid.errors import ConfigError
 from acid.table_name import TableName
 from compaction.config import CompactorConfig
 from compaction.service import Compactor
+from recovery.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
 from txn.compaction_sql import STATE_NAMES, CompactionQueue
 from txn.config import StoreConfig
-from txn.store import TxnStore
+from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
 
 __all__ = ["register"]
 
@@ -162,7 +163,21 @@ def _compactor(args: argparse.Namespace) -> int:
         cleaner_interval_s=args.cleaner_interval,
         worker_poll_s=args.poll,
     )
-    with _open(args) as store:
+    store_config = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    # The daemon keeps the metastore healthy too (Hive runs AcidHouseKeeperService in the
+    # same metastore process as its compactor threads): dead writers' txns are aborted, so
+    # their locks stop blocking compaction and cleaning.
+    keeper = (
+        None
+        if args.no_housekeeper
+        else Housekeeper(
+            store_config.metastore_url,
+            interval_s=args.housekeeping_interval,
+            txn_timeout_s=args.txn_timeout,
+            on_report=_print_housekeeping,
+        )
+    )
+    with store_config.open() as store:
         compactor = Compactor(
             store,
             config=config,
@@ -174,6 +189,9 @@ def _compactor(args: argparse.Namespace) -> int:
             spark=_spark(args),
         )
         if args.once:
+            if keeper is not None:
+                with keeper:
+                    _print_housekeeping(keeper.run_once())
             compactor.run_once()
             return 0
         done = threading.Event()
@@ -183,11 +201,24 @@ def _compactor(args: argparse.Namespace) -> int:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        if keeper is not None:
+            keeper.start()
         compactor.start()
-        print("compactor running (Ctrl-C to stop)", flush=True)
+        what = "compactor" if keeper is None else "compactor and housekeeper"
+        print(f"{what} running (Ctrl-C to stop)", flush=True)
         done.wait()
         compactor.stop()
+        if keeper is not None:
+            keeper.stop()
     return 0
+
+
+def _print_housekeeping(report: HousekeepingReport) -> None:
+    """One line per pass that changed something (or failed): quiet when idle."""
+    changed = [f"{step}: {result}" for step, result in report.rows() if result not in ("0", "")]
+    if changed or report.errors:
+        parts = changed + [f"failed: {e}" for e in report.errors]
+        print("housekeeping: " + "; ".join(parts), flush=True)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -210,7 +241,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=_compactions)
 
     p = subparsers.add_parser(
-        "compactor", help="run the initiator, workers and cleaner (a daemon; --once: one pass)"
+        "compactor",
+        help="run the initiator, workers, cleaner and housekeeper (a daemon; --once: one pass)",
     )
     _common(p)
     p.add_argument("--once", action="store_true", help="one pass, then exit")
@@ -226,5 +258,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="cleaner interval (hive.compactor.cleaner.run.interval, default 5)",
     )  # fmt: skip
     p.add_argument("--poll", type=float, default=5.0, metavar="S", help="idle worker poll interval")
+    p.add_argument(
+        "--no-housekeeper", action="store_true",
+        help="do not abort timed-out txns or purge metastore records here",
+    )  # fmt: skip
+    p.add_argument(
+        "--housekeeping-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="S",
+        help=f"housekeeper interval (default {DEFAULT_INTERVAL_S:g})",
+    )  # fmt: skip
+    p.add_argument(
+        "--txn-timeout", type=float, default=DEFAULT_TXN_TIMEOUT_S, metavar="S",
+        help=f"abort open txns without a heartbeat for this long (default {DEFAULT_TXN_TIMEOUT_S:g})",
+    )  # fmt: skip
     _engine_args(p)
     p.set_defaults(func=_compactor)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from acidstream.cli.compaction_cmds import SHOW_COMPACTIONS_COLUMNS, register
 from tests.compaction.conftest import MakeTbl, b0, rows
-from txn.store import TxnStore
+from tests.plugins.store_fixture import FakeClock
+from txn.store import TxnState, TxnStore
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(argv: list[str]) -> int:
@@ -68,3 +74,53 @@ def test_compactor_once_initiates_compacts_and_cleans(
     assert "compaction 1 major default.t: ready for cleaning" in out
     assert "cleaner compaction 1 default.t: succeeded, deleted 11 dirs" in out
     assert t.read().equals(before)
+
+
+def test_compactor_once_also_aborts_timed_out_txns(
+    store: TxnStore,
+    store_url: str,
+    warehouse: str,
+    make_tbl: MakeTbl,
+    clock: FakeClock,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A killed writer's txn (last heartbeat 10 minutes ago) is aborted by the compactor's
+    pass; a live one (heartbeat now) is left alone."""
+    make_tbl()
+    clock.now -= 600
+    (dead,) = store.open_txns(1, user="killed-writer", host="h")
+    clock.now += 600
+    (live,) = store.open_txns(1, user="live-writer", host="h")
+    assert _cli(["compactor", "--once", "--metastore", store_url, "--warehouse", warehouse]) == 0
+    out = capsys.readouterr().out
+    assert f"housekeeping: timed-out txns aborted: 1 (txnid {dead})" in out
+    assert store.txn_state(dead) is TxnState.ABORTED
+    assert store.txn_state(live) is TxnState.OPEN
+
+
+@pytest.mark.slow
+def test_compactor_daemon_runs_the_housekeeper(
+    store: TxnStore, store_url: str, warehouse: str, make_tbl: MakeTbl, clock: FakeClock
+) -> None:
+    """The daemon's housekeeper loop aborts a dead writer's txn while it runs; SIGTERM stops
+    the daemon cleanly (exit 0)."""
+    make_tbl()
+    clock.now -= 600
+    (dead,) = store.open_txns(1, user="killed-writer", host="h")
+    argv = [sys.executable, "-m", "acidstream", "compactor", "--metastore", store_url,
+            "--warehouse", warehouse, "--housekeeping-interval", "0.2"]  # fmt: skip
+    daemon = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert daemon.stdout is not None
+        seen = []
+        for line in daemon.stdout:  # the daemon prints each pass that changed something
+            seen.append(line)
+            if "housekeeping: timed-out txns aborted" in line:
+                break
+        assert f"housekeeping: timed-out txns aborted: 1 (txnid {dead})\n" in seen, seen
+        assert store.txn_state(dead) is TxnState.ABORTED
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0
+    finally:
+        daemon.kill()
+        daemon.wait()
