@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from acid.errors import ConfigError
+from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo, check_skewed_info
 from acid.partition_name import (
     make_partition_name,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "PartitionInfo",
     "TableDef",
     "absolute_location",
+    "check_partition_skew",
     "default_table_location",
     "is_absolute_location",
     "validate_table",
@@ -103,6 +105,9 @@ class TableDef:
         output_format: Hive output format class.
         serde: SerDe class.
         owner: Owner shown by catalog listings.
+        skewed: The table's list-bucketing definition (Hive's ``SkewedInfo`` and
+            ``storedAsSubDirectories``), or ``None`` when not skewed. Each partition
+            keeps the copy it was created with (:attr:`PartitionInfo.skewed`).
     """
 
     db: str
@@ -119,6 +124,7 @@ class TableDef:
     output_format: str = ORC_OUTPUT_FORMAT
     serde: str = ORC_SERDE
     owner: str = ""
+    skewed: SkewedInfo | None = None
 
     @property
     def full_name(self) -> str:
@@ -164,12 +170,18 @@ class TableDef:
 
 @dataclass(frozen=True)
 class PartitionInfo:
-    """Hive streaming's ``PartitionInfo``: name, directory, and whether it already existed."""
+    """Hive streaming's ``PartitionInfo``: name, directory, and whether it already existed.
+
+    ``skewed`` is the partition's own list-bucketing definition: the table's, copied when
+    the partition was created (Hive copies the table's StorageDescriptor), so a later
+    ``ALTER TABLE ... SKEWED BY`` changes only partitions created afterwards.
+    """
 
     name: str
     location: str
     exists: bool
     values: tuple[str | None, ...] = ()
+    skewed: SkewedInfo | None = None
 
 
 def _ident(name: str, what: str) -> str:
@@ -235,11 +247,54 @@ def validate_table(t: TableDef) -> TableDef:
         sort_cols=sort_cols,
         parameters=params,
     )
+    if t.skewed is not None:
+        out = replace(out, skewed=_validate_skew(out, t.skewed))
     if out.is_transactional:
         _validate_transactional(out, params)
     elif TRANSACTIONAL_PROPERTIES in params:
         raise ConfigError("transactional_properties is set but the table is not transactional")
     return replace(out, parameters=params)
+
+
+def _validate_skew(t: TableDef, skewed: SkewedInfo) -> SkewedInfo:
+    """The table-level rules of list bucketing (Hive's ListBucketing design)."""
+    info = check_skewed_info(skewed)
+    if t.bucket_cols and t.num_buckets > 0:
+        raise ConfigError(
+            f"{t.full_name}: list bucketing (SKEWED BY) cannot be combined with hash "
+            f"bucketing (CLUSTERED BY ({', '.join(t.bucket_cols)}) INTO {t.num_buckets} "
+            "BUCKETS)"
+        )
+    if not t.is_partitioned:
+        raise ConfigError(f"{t.full_name}: list bucketing (SKEWED BY) needs a partitioned table")
+    data_cols = {n for n, _ in t.columns}
+    for c in info.col_names:
+        if c in t.partition_names:
+            raise ConfigError(
+                f"{t.full_name}: skewed column {c!r} is a partition column; "
+                "skew by data columns only"
+            )
+        if c not in data_cols:
+            raise ConfigError(f"{t.full_name}: skewed column {c!r} is not a column of the table")
+    return info
+
+
+def check_partition_skew(t: TableDef, values: Sequence[str | None]) -> None:
+    """Refuse a new partition of a list-bucketed table whose value is the default
+    list-bucketing directory name (a reader could not tell the two directories apart).
+
+    Raises:
+        ConfigError: naming the partition key.
+    """
+    if t.skewed is None or not t.skewed.is_list_bucketed:
+        return
+    for key, value in zip(t.partition_names, values, strict=False):
+        if value == DEFAULT_DIR_NAME:
+            raise ConfigError(
+                f"{t.full_name}: partition value {key}={DEFAULT_DIR_NAME} is the default "
+                "list-bucketing directory name and cannot name a partition of a "
+                "list-bucketed table"
+            )
 
 
 def _validate_transactional(t: TableDef, params: dict[str, str]) -> None:

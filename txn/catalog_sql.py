@@ -10,13 +10,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from acid.errors import ConfigError, TableNotFoundError
+from acid.list_bucketing import SkewedInfo
 from acid.partition_name import parse_partition_name
 from acid.table_name import DEFAULT_DB
+from txn import skew_sql
 from txn.catalog import (
     DatabaseDef,
     PartitionInfo,
     TableDef,
     absolute_location,
+    check_partition_skew,
     default_table_location,
     is_absolute_location,
     validate_table,
@@ -156,6 +159,7 @@ def create_table(
         "INSERT INTO TABLE_PARAMS (TP_DB, TP_TBL, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?, ?)",
         [(t.db, t.name, k, v) for k, v in sorted(t.parameters.items())],
     )
+    skew_sql.write_skew(tx, t.db, t.name, skew_sql.TABLE_KEY, t.skewed)
     return t
 
 
@@ -179,6 +183,7 @@ def get_table(tx: Tx, db: str, name: str, *, check: bool = True) -> TableDef:
     params = tx.q(
         "SELECT PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS WHERE TP_DB = ? AND TP_TBL = ?", db, name
     )
+    skew = skew_sql.read_skews(tx, db, name, (skew_sql.TABLE_KEY,))
     return TableDef(
         db=db,
         name=name,
@@ -194,6 +199,7 @@ def get_table(tx: Tx, db: str, name: str, *, check: bool = True) -> TableDef:
         output_format=row[3],
         serde=row[4],
         owner=row[6],
+        skewed=skew.get(skew_sql.TABLE_KEY),
     )
 
 
@@ -237,12 +243,24 @@ def add_partition(
         raise ConfigError(f"{t.full_name} is not partitioned")
     ordered = _values_in_order(t, values)
     name = t.partition_name(ordered)
-    return _ensure_partition(tx, t, name, tuple(ordered), now_ms)
+    (info,) = _with_skew(tx, t, [_ensure_partition(tx, t, name, tuple(ordered), now_ms)])
+    return info
+
+
+def _with_skew(tx: Tx, t: TableDef, infos: list[PartitionInfo]) -> list[PartitionInfo]:
+    """Fill in the skew of partitions that already existed (new ones carry the table's)."""
+    existing = [p.name for p in infos if p.exists]
+    if not existing:
+        return infos
+    skews = skew_sql.read_skews(tx, t.db, t.name, existing)
+    return [replace(p, skewed=skews.get(p.name)) if p.exists else p for p in infos]
 
 
 def _ensure_partition(
     tx: Tx, t: TableDef, name: str, values: tuple[str | None, ...], now_ms: int
 ) -> PartitionInfo:
+    """Create the partition if missing; a new one copies the table's skew (as Hive copies
+    the table's storage descriptor), in this DB transaction."""
     location = f"{t.location}/{name}"
     created = tx.count(
         "INSERT INTO PARTITIONS (PART_DB, PART_TBL, PART_NAME, LOCATION, CREATE_TIME) "
@@ -262,7 +280,10 @@ def _ensure_partition(
         )
         if row is not None:
             location = check_location(f"{t.full_name} partition {name}", row[0])
-    return PartitionInfo(name=name, location=location, exists=created == 0, values=values)
+        return PartitionInfo(name=name, location=location, exists=True, values=values)
+    check_partition_skew(t, values)
+    skew_sql.write_skew(tx, t.db, t.name, name, t.skewed)
+    return PartitionInfo(name=name, location=location, exists=False, values=values, skewed=t.skewed)
 
 
 def ensure_partitions_by_name(
@@ -278,7 +299,7 @@ def ensure_partitions_by_name(
                 f"partition {name!r} does not match {t.full_name}'s keys {t.partition_names}"
             )
         out.append(_ensure_partition(tx, t, name, tuple(v for _, v in pairs), now_ms))
-    return out
+    return _with_skew(tx, t, out)
 
 
 def list_partitions(tx: Tx, db: str, table: str) -> list[PartitionInfo]:
@@ -289,15 +310,53 @@ def list_partitions(tx: Tx, db: str, table: str) -> list[PartitionInfo]:
         t.db,
         t.name,
     )
+    skews = skew_sql.read_skews(tx, t.db, t.name) if rows else {}
     return [
         PartitionInfo(
             r[0],
             check_location(f"{t.full_name} partition {r[0]}", r[1]),
             True,
             tuple(v for _, v in parse_partition_name(r[0])),
+            skews.get(r[0]),
         )
         for r in rows
     ]
+
+
+def set_skewed(tx: Tx, db: str, table: str, skewed: SkewedInfo | None) -> TableDef:
+    """``ALTER TABLE ... SKEWED BY ... ON ... [STORED AS DIRECTORIES]`` (a new definition,
+    its own location map) or ``NOT SKEWED`` (``None``). Existing partitions keep theirs."""
+    t = get_table(tx, db, table)
+    new = None if skewed is None else validate_table(replace(t, skewed=skewed)).skewed
+    skew_sql.write_skew(tx, t.db, t.name, skew_sql.TABLE_KEY, new)
+    return get_table(tx, t.db, t.name)
+
+
+def _skewed_table(tx: Tx, db: str, table: str, what: str) -> tuple[TableDef, SkewedInfo]:
+    t = get_table(tx, db, table)
+    if t.skewed is None:
+        raise ConfigError(f"{t.full_name} is not skewed: {what} needs SKEWED BY first")
+    return t, t.skewed
+
+
+def set_stored_as_dirs(tx: Tx, db: str, table: str, stored_as_dirs: bool) -> TableDef:
+    """``ALTER TABLE ... [NOT] STORED AS DIRECTORIES``; the skew stays declared."""
+    what = "STORED AS DIRECTORIES" if stored_as_dirs else "NOT STORED AS DIRECTORIES"
+    t, info = _skewed_table(tx, db, table, what)
+    return set_skewed(tx, t.db, t.name, replace(info, stored_as_dirs=stored_as_dirs))
+
+
+def set_skewed_locations(
+    tx: Tx, db: str, table: str, locations: Mapping[tuple[str, ...], str]
+) -> TableDef:
+    """``ALTER TABLE ... SET SKEWED LOCATION (values=dir, ...)``: directories (relative to
+    each delta/base) of declared value tuples, or of the default directory (key
+    ``(DEFAULT_KEY,)``); other entries stay."""
+    t, info = _skewed_table(tx, db, table, "SET SKEWED LOCATION")
+    if not locations:
+        raise ConfigError("SET SKEWED LOCATION needs at least one VALUES=LOCATION")
+    merged = {**info.location_map, **{tuple(k): v for k, v in locations.items()}}
+    return set_skewed(tx, t.db, t.name, replace(info, location_map=merged))
 
 
 def set_table_location(tx: Tx, db: str, table: str, location: str) -> TableDef:
@@ -499,6 +558,37 @@ class CatalogOps(StoreOps):
         """Change where a database's new tables default (made absolute against the cwd)."""
         return self._db.run(
             "set_database_location", lambda tx: set_database_location(tx, db, location)
+        )
+
+    # -- list bucketing (each changes the table only: partitions keep their own copy) --------
+    def set_skewed(self, db: str, table: str, skewed: SkewedInfo | None) -> TableDef:
+        """``ALTER TABLE SKEWED BY`` (a new definition) or ``NOT SKEWED`` (``None``).
+
+        Raises:
+            ConfigError: the definition breaks a rule (see :func:`txn.catalog.validate_table`).
+        """
+        return self._db.run("set_skewed", lambda tx: set_skewed(tx, db, table, skewed))
+
+    def set_stored_as_dirs(self, db: str, table: str, stored_as_dirs: bool) -> TableDef:
+        """``ALTER TABLE [NOT] STORED AS DIRECTORIES`` of a skewed table."""
+        return self._db.run(
+            "set_stored_as_dirs", lambda tx: set_stored_as_dirs(tx, db, table, stored_as_dirs)
+        )
+
+    def set_skewed_location(
+        self, db: str, table: str, values: Sequence[str], location: str
+    ) -> TableDef:
+        """``ALTER TABLE SET SKEWED LOCATION (values=location)``: ``values`` a declared
+        tuple, or ``(DEFAULT_KEY,)`` for the default directory; ``location`` relative to
+        each delta/base."""
+        return self.set_skewed_locations(db, table, {tuple(values): location})
+
+    def set_skewed_locations(
+        self, db: str, table: str, locations: Mapping[tuple[str, ...], str]
+    ) -> TableDef:
+        """Several ``SET SKEWED LOCATION`` entries in one DB transaction."""
+        return self._db.run(
+            "set_skewed_location", lambda tx: set_skewed_locations(tx, db, table, locations)
         )
 
     def list_partitions(self, db: str, table: str) -> list[PartitionInfo]:
