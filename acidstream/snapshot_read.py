@@ -23,8 +23,8 @@ from acid.errors import TableNotFoundError
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
-from acid.table_name import TableName
 from txn.config import StoreConfig
+from txn.namespaces import check_table_namespace, link_filter, resolve_read
 
 __all__ = [
     "NoSnapshotWarning",
@@ -35,7 +35,7 @@ __all__ = [
     "scan_table",
 ]
 
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?(@\w+)?$")
 
 
 class NoSnapshotWarning(UserWarning):
@@ -52,6 +52,7 @@ class ReadTarget:
     partition_keys: tuple[str, ...] = ()
     write_ids: ValidWriteIdList | str | None = None
     txns: ValidTxnList | str | None = None
+    partitions: frozenset[str] | None = None  # through a static link: the ones it exposes
 
     @property
     def has_snapshot(self) -> bool:
@@ -72,12 +73,15 @@ def resolve(
     warehouse: str | None = None,
     write_ids: ValidWriteIdList | str | None = None,
     txns: ValidTxnList | str | None = None,
+    namespace: str | None = None,
 ) -> ReadTarget:
     """Where a name or path is, and the snapshot to read it with.
 
     Explicit ``write_ids``/``txns`` win. Otherwise a table name, or a path that is a
     registered table or partition location, gets the metastore's current snapshot (opened
-    read-only: a read creates nothing); any other path gets none.
+    read-only: a read creates nothing); any other path gets none. Names follow
+    ``txn.namespaces`` (``namespace``: the client's binding; a link ``T1@B`` reads its
+    target with the same snapshot as a direct read, restricted to the link's partitions).
     """
     cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
     is_path = "://" in name_or_path or os.path.exists(name_or_path)
@@ -91,6 +95,8 @@ def resolve(
             )
         return ReadTarget(name_or_path, "path", write_ids=write_ids, txns=txns)
     store = cfg.open(read_only=True)
+    link_parts: frozenset[str] | None = None
+    link_source: str | None = None
     try:
         partition: str | None = None
         if is_path:
@@ -100,9 +106,11 @@ def resolve(
             if found is None:
                 return ReadTarget(name_or_path, "path", write_ids=write_ids, txns=txns)
             table, partition = found
+            check_table_namespace(store, table.db, namespace=namespace)
         else:
-            name = TableName.parse(name_or_path)
-            table = store.get_table(name.db, name.table)
+            ref = resolve_read(store, name_or_path, namespace=namespace)
+            table = store.get_table(ref.table.db, ref.table.table)
+            link_parts, link_source = ref.partitions, ref.source
         if write_ids is None:
             snapshot_txns = store.get_valid_txns()
             write_ids = store.get_valid_write_ids(table.db, table.name, snapshot_txns)
@@ -114,6 +122,7 @@ def resolve(
         raise TableNotFoundError(f"table {table.full_name} has no location")
     path = name_or_path if is_path else table.location
     source = f"partition {table.full_name}/{partition}" if partition else f"table {table.full_name}"
+    source = link_source or source
     return ReadTarget(
         path,
         source,
@@ -121,6 +130,7 @@ def resolve(
         partition_keys=tuple(k.lower() for k, _ in table.partition_keys),
         write_ids=write_ids,
         txns=txns,
+        partitions=link_parts,
     )
 
 
@@ -143,6 +153,7 @@ def scan_table(
     txns: ValidTxnList | str | None = None,
     columns: Sequence[str] | None = None,
     include_row_id: bool = False,
+    namespace: str | None = None,
     **kwargs: Any,
 ) -> tuple[pa.Schema, Iterator[pa.Table]]:
     """The output schema and the batches of a snapshot read (see :func:`read_table`).
@@ -151,12 +162,15 @@ def scan_table(
     from acid.reader import scan
 
     t = resolve(
-        name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns
-    )
+        name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns,
+        namespace=namespace,
+    )  # fmt: skip
     _warn_if_no_snapshot(t)
+    if t.partitions is not None:
+        kwargs["filter"] = link_filter(t.partitions, kwargs.get("filter"))
     if t.schema is not None:
         kwargs.setdefault("schema", t.schema)
-        if not _exists(t.path):
+        if not _exists(t.path) or t.partitions == frozenset():
             schema = build_plan(
                 None, schema=t.schema, partition_names=t.partition_keys, columns=columns,
                 include_row_id=include_row_id, filter=None,

@@ -19,6 +19,7 @@ from typing import Any
 from acid.errors import ConfigError
 from sinks.foreach_batch import SinkOptions
 from txn.config_file import read_config_file
+from txn.namespaces import refuse_link
 
 __all__ = ["KafkaJobConfig", "KafkaSettings", "TableSettings", "TriggerSettings"]
 
@@ -47,6 +48,10 @@ class TableSettings:
     partitioned_by: str | None = None
     buckets: str | None = None
     create_if_missing: bool = True
+    namespace: str | None = None  # the job's namespace binding (docs/namespaces.md)
+
+    def __post_init__(self) -> None:
+        refuse_link(self.name, action="run the Kafka job into")
 
 
 @dataclass(frozen=True, kw_only=True)

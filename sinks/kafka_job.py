@@ -20,11 +20,11 @@ from typing import Any
 
 from acid.errors import ConfigError, JobFailedError, TableNotFoundError
 from acid.schema import TableSchema
-from acid.table_name import TableName
 from sinks.config import KafkaJobConfig
 from sinks.foreach_batch import AcidSink, committed_offsets
 from txn.catalog import TableDef
 from txn.config import StoreConfig
+from txn.namespaces import bind_write_name
 
 __all__ = ["JobResult", "ensure_table", "job_failure_message", "run_kafka_job", "spark_session"]
 
@@ -67,7 +67,7 @@ def ensure_table(config: KafkaJobConfig) -> TableDef:
     cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
     store = cfg.open()
     try:
-        tn = TableName.parse(config.table.name)
+        tn = bind_write_name(config.table.name, namespace=config.table.namespace)
         db, name = tn.db, tn.table
         try:
             return store.get_table(db, name)
@@ -262,7 +262,8 @@ def _run(config: KafkaJobConfig, servers: str, spark: Any, timeout_s: float | No
     if config.kafka.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
     sink = AcidSink(table=config.table.name, metastore=config.metastore, warehouse=config.warehouse,
-                    options=config.sink, lineage=_lineage(config.checkpoint))  # fmt: skip
+                    options=config.sink, lineage=_lineage(config.checkpoint),
+                    namespace=config.table.namespace)  # fmt: skip
     rows = 0
 
     def batch(df: Any, batch_id: int) -> None:

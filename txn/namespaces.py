@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from acid.errors import ConfigError, LinkReadOnlyError, NamespaceError, TableNotFoundError
 from acid.table_name import DEFAULT_DB, TableName
 
 if TYPE_CHECKING:
+    import pyarrow.compute as pc
+
     from txn.links_sql import LinkDef
     from txn.store import TxnStore
 
@@ -40,13 +42,14 @@ __all__ = [
     "check_namespace_mode",
     "check_table_namespace",
     "is_link_name",
+    "link_filter",
     "parse_name",
     "refuse_link",
     "resolve_read",
     "resolve_write",
 ]
 
-_IDENT = r"[a-z0-9_]+"
+_IDENT = r"\w+"
 _NAME = re.compile(rf"^(?:({_IDENT})\.)?({_IDENT})(?:@({_IDENT}))?$")
 
 
@@ -243,3 +246,31 @@ def resolve_read(store: TxnStore, name: str, *, namespace: str | None = None) ->
             "longer exists (drop the link with `acidstream drop-link`)"
         )
     return ReadRef(TableName(link.target_db, link.target_table), link)
+
+
+def link_filter(partitions: frozenset[str], other: Any = None) -> pc.Expression:
+    """A row filter keeping the rows of ``partitions`` (a static link's), ANDed with a
+    reader's own ``other`` filter (``(column, op, value)`` tuples or an expression).
+
+    Readers return partition values as strings, ``None`` for Hive's default partition.
+    """
+    import pyarrow.compute as pc
+
+    from acid.partition_name import DEFAULT_PARTITION_NAME, parse_partition_name
+    from acid.read_plan import predicate_expr
+
+    keep: pc.Expression | None = None
+    for name in sorted(partitions):
+        one: pc.Expression | None = None
+        for k, v in parse_partition_name(name):
+            f = pc.field(k.lower())
+            e = f.is_null() if v == DEFAULT_PARTITION_NAME else f == v
+            one = e if one is None else one & e
+        if one is not None:
+            keep = one if keep is None else keep | one
+    if keep is None:
+        keep = pc.scalar(False)
+    if other is None:
+        return keep
+    mine = other if isinstance(other, pc.Expression) else predicate_expr(list(other))
+    return mine & keep

@@ -72,6 +72,7 @@ def _snapshot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)"
     )
+    p.add_argument("--namespace", help="bind to this namespace: T, T1@B name its tables/links")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class _Target:
     path: str
     schema: TableSchema | None = None
     partition_keys: tuple[str, ...] = ()
+    partitions: frozenset[str] | None = None  # through a static link: the ones it exposes
 
 
 def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Target:
@@ -96,6 +98,7 @@ def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Tar
         warehouse=getattr(args, "warehouse", None),
         write_ids=getattr(args, "write_ids", None),
         txns=getattr(args, "txns", None),
+        namespace=getattr(args, "namespace", None),
     )
     if args is not None:
         if target.write_ids is not None and getattr(args, "write_ids", None) is None:
@@ -109,7 +112,12 @@ def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Tar
             if not target.has_snapshot and getattr(args, "write_ids", None) is None
             else None
         )
-    return _Target(target.path, schema=target.schema, partition_keys=target.partition_keys)
+    return _Target(
+        target.path,
+        schema=target.schema,
+        partition_keys=target.partition_keys,
+        partitions=target.partitions,
+    )
 
 
 def _warn_no_snapshot(args: argparse.Namespace) -> None:
@@ -129,10 +137,13 @@ def _cmd_read(args: argparse.Namespace) -> int:
     from acid.json_values import json_lines
     from acid.read_plan import build_plan
     from acid.reader import scan
+    from txn.namespaces import link_filter
 
     target = _resolve_table_arg(args.path, args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    if target.schema is not None and not _location_exists(target):
+    if target.schema is not None and (
+        not _location_exists(target) or target.partitions == frozenset()
+    ):
         # A catalog table nothing was written to has no directory yet: zero rows.
         schema = build_plan(
             None,
@@ -152,6 +163,7 @@ def _cmd_read(args: argparse.Namespace) -> int:
             columns=columns,
             include_row_id=args.row_id,
             schema=target.schema,
+            filter=None if target.partitions is None else link_filter(target.partitions),
         )
         schema, batches = s.schema, s.batches
     out = sys.stdout

@@ -26,6 +26,7 @@ from compaction.service import Compactor
 from recovery.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
 from txn.compaction_sql import STATE_NAMES, CompactionQueue
 from txn.config import StoreConfig
+from txn.namespaces import refuse_link
 from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
 
 __all__ = ["register"]
@@ -103,6 +104,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def _compact(args: argparse.Namespace) -> int:
+    refuse_link(args.table, action="compact")  # links are read-only (docs/namespaces.md)
     name = TableName.parse(args.table)
     with _open(args) as store:
         queue = CompactionQueue(store)

@@ -89,6 +89,7 @@ def _resolve(args: argparse.Namespace, *, allow_path: bool) -> tuple[Any, Any, s
     from acid.storage import Storage
     from acid.table_name import TableName
     from txn.config import StoreConfig
+    from txn.namespaces import refuse_link
 
     cfg = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
     target: str = args.target
@@ -111,6 +112,7 @@ def _resolve(args: argparse.Namespace, *, allow_path: bool) -> tuple[Any, Any, s
                 return None, None, target
             table, partition = found
             return store, table, partition
+        refuse_link(target, action="check" if allow_path else "repair")
         name = TableName.parse(target)
         return store, store.get_table(name.db, name.table), None
     except BaseException:

@@ -17,6 +17,7 @@ from typing import Any
 from acid.errors import ConfigError
 from acid.table_name import TableName
 from txn.config_file import read_config_file
+from txn.namespaces import bind_write_name, refuse_link
 
 __all__ = [
     "CommitWindow",
@@ -57,6 +58,8 @@ class TableSettings:
         dead_letter_path: a directory for rejected lines (``ingest.dead_letter``), or
             ``None``: rejected lines are only reported in the response.
         max_record_bytes: longer lines are rejected before parsing.
+        namespace: the namespace the table's writer is bound to (``docs/namespaces.md``);
+            ``name`` may then be ``T`` (served as ``<namespace>.T``). Links are refused.
     """
 
     name: str
@@ -68,9 +71,11 @@ class TableSettings:
     content_types: tuple[str, ...] = ()
     dead_letter_path: str | None = None
     max_record_bytes: int = 1 << 20
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         key = f"tables.{self.name}"
+        refuse_link(self.name, action="serve")
         if self.format not in FORMATS:
             raise ConfigError(f"{key}.format must be one of {FORMATS}, got {self.format!r}")
         if self.format == "regex" and not self.regex:
@@ -85,7 +90,7 @@ class TableSettings:
     @property
     def qualified(self) -> str:
         """``db.table`` with the default database filled in, lower-cased."""
-        n = TableName.parse(self.name)
+        n = bind_write_name(self.name, namespace=self.namespace, action="serve")
         return f"{n.db}.{n.table}"
 
 
