@@ -45,6 +45,7 @@ from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
 from txn.catalog import TableDef
 from txn.config import StoreConfig
 from txn.heartbeat import Heartbeater
+from txn.namespaces import resolve_write
 from txn.store import TxnState, TxnStore, open_store
 
 __all__ = ["BlockResult", "StreamingConnection", "StreamingOptions"]
@@ -76,6 +77,9 @@ class StreamingOptions:
             ``None``: not in this process. Every writer of a metastore must use the same
             ``txn_timeout_s`` (Hive's single ``hive.txn.timeout``).
         user, host, agent_info: recorded with txns and locks.
+        namespace: the namespace the connection is bound to (``docs/namespaces.md``):
+            ``table`` is then ``T`` or ``<namespace>.T``; links and other namespaces' tables
+            are refused.
     """
 
     txns_per_batch: int = 1
@@ -90,6 +94,7 @@ class StreamingOptions:
     user: str = ""
     host: str = ""
     agent_info: str = ""
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.txns_per_batch <= MAX_TXNS_PER_BATCH:
@@ -170,6 +175,8 @@ class StreamingConnection:
         self._housekeeper: Housekeeper | None = None
         self._dead_letter: DeadLetterWriter | None = None
         try:
+            self.name = resolve_write(self._store, table, namespace=self.options.namespace)
+            self.db, self.table_name = self.name.db, self.name.table
             self.table = self._load_table()
             self._count_call()
             self.schema: TableSchema = self.table.schema

@@ -43,6 +43,7 @@ from acid.writer import OrcWriterOptions
 from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
 from txn.catalog import TableDef
 from txn.config import StoreConfig
+from txn.namespaces import bind_write_name, check_namespace_mode
 from txn.store import TxnState, TxnStore, open_store
 
 __all__ = ["AcidSink", "SinkOptions", "committed_offsets"]
@@ -339,6 +340,8 @@ class AcidSink:
         lineage: identifies the Spark checkpoint the batch ids belong to. Batch ids restart
             at 0 with a new checkpoint, so a batch id is a replay only within the same
             lineage (``run_kafka_job`` keeps one per checkpoint directory).
+        namespace: the namespace the sink is bound to (``docs/namespaces.md``); links and
+            other namespaces' tables are refused.
     """
 
     def __init__(
@@ -349,11 +352,13 @@ class AcidSink:
         warehouse: str | None = None,
         options: SinkOptions | None = None,
         lineage: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.options = options or SinkOptions()
         self.lineage = lineage
         self.config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
-        self.name = TableName.parse(table)
+        self.namespace = namespace
+        self.name = bind_write_name(table, namespace=namespace, action="sink into")
         self.db, self.table_name = self.name.db, self.name.table
         self.agent = f"{AGENT_PREFIX}{self.db}.{self.table_name}:{self.options.sink_id}"
         self._store: TxnStore | None = None
@@ -367,6 +372,7 @@ class AcidSink:
         if self._store is None or self._table is None:
             store = open_store(self.config.metastore_url, warehouse=self.config.warehouse)
             try:
+                check_namespace_mode(store, self.name, namespace=self.namespace)
                 t = store.get_table(self.db, self.table_name)
                 if not t.is_transactional or t.is_insert_only:
                     raise ConfigError(f"{t.full_name} is not a full-ACID table")

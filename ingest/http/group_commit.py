@@ -141,6 +141,7 @@ class TableWriter:
             housekeeping_interval_s=None,  # the server runs one housekeeper for all tables
             dead_letter_path=settings.dead_letter_path,
             agent_info=f"acidstream-http:{self.name}",
+            namespace=settings.namespace,
         )
         self._writer = record_writer(settings)
         self._cond = threading.Condition()
