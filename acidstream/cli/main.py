@@ -22,6 +22,7 @@ __all__ = ["main"]
 _COMMAND_MODULES = (
     "acidstream.cli.acid_cmds",
     "acidstream.cli.txn_cmds",
+    "acidstream.cli.table_cmds",
     "acidstream.cli.ingest_cmds",
     "acidstream.cli.sink_cmds",
     "acidstream.cli.compaction_cmds",

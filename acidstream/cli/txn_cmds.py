@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from acid.errors import ConfigError
 from acid.schema import TableSchema
 from acid.table_name import TableName
+from acidstream.cli.table_cmds import add_skew_options, skew_summary, skewed_from_args
 from txn.catalog import TableDef, is_absolute_location
 from txn.config import StoreConfig
 from txn.store import TxnStore
@@ -91,8 +92,11 @@ def _locks(args: argparse.Namespace) -> int:
 def _tables(args: argparse.Namespace) -> int:
     with _open(args, read_only=True) as store:
         tables = store.list_tables(args.database)
+    # The list-bucketing column only when a listed table is skewed (describe shows more).
+    skewed = any(t.skewed is not None for t in tables)
     _print_table(
-        ("table", "transactional", "partitioned_by", "buckets", "location"),
+        ("table", "transactional", "partitioned_by", "buckets", "location")
+        + (("skewed_by",) if skewed else ()),
         [
             (
                 t.full_name,
@@ -103,6 +107,7 @@ def _tables(args: argparse.Namespace) -> int:
                 if is_absolute_location(t.location or "")
                 else f"{t.location} (relative: run set-location)",
             )
+            + ((skew_summary(t.skewed),) if skewed else ())
             for t in tables
         ],
     )
@@ -139,6 +144,7 @@ def _create_table(args: argparse.Namespace) -> int:
         num_buckets=num_buckets,
         parameters=params,
         location=args.location,
+        skewed=skewed_from_args(args),
     )
     with _open(args) as store:
         if db.lower() != "default":
@@ -188,7 +194,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "create-table",
         help="create a (transactional) table",
         description='e.g. acidstream create-table db.t "id int, name string" '
-        '--partitioned-by "ds string" --buckets id:4 --tblproperty k=v',
+        '--partitioned-by "ds string" --buckets id:4 --tblproperty k=v; list bucketing: '
+        '--skewed-by x --on "(6),(20)" --stored-as-directories',
     )
     _common(p)
     p.add_argument("table", help="[db.]table (the database is created if missing)")
@@ -202,6 +209,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=[],
         help="table property (repeatable); transactional=true is the default",
     )
+    add_skew_options(p)
     p.add_argument("--location", help="table directory (default: under the warehouse)")
     p.add_argument("--if-not-exists", action="store_true", help="no error if it exists")
     p.set_defaults(func=_create_table)
