@@ -98,6 +98,7 @@ from sources.acid_table_plan import (
     read_partition,
 )
 from sources.acid_table_txn import LEASE_AGENT, AcidReadTxn, reader_user
+from txn.namespaces import link_allows, resolve_read
 
 __all__ = [
     "LEASE_AGENT",
@@ -138,6 +139,8 @@ def _arrow_output(schema: StructType) -> pa.Schema:
 class _Table:
     """What the driver knows of the table: location, columns and their types."""
 
+    link_partitions: frozenset[str] | None = None  # read through a static link: its partitions
+
     def __init__(
         self,
         *,
@@ -171,14 +174,15 @@ def _open_store(opts: AcidTableOptions) -> Any:
 def _load_table(opts: AcidTableOptions, store: Any | None) -> _Table:
     """The table's columns: the metastore's declaration, or (path mode) a data file's."""
     if store is not None:
-        name = TableName.parse(opts.table)
+        ref = resolve_read(store, opts.table, namespace=opts.namespace)  # names, links
+        name = ref.table
         t = store.get_table(name.db, name.table)
         if not t.is_full_acid:
             raise ConfigError(f"{t.full_name} is not a full-ACID table")
         if not t.location:
             raise ConfigError(f"{t.full_name} has no location")
         parts = TableSchema.of(list(t.partition_keys)) if t.partition_keys else None
-        return _Table(
+        loaded = _Table(
             location=t.location,
             row_schema=t.schema.arrow_schema(timestamp_unit="us"),
             partition_names=tuple(n.lower() for n in t.partition_names),
@@ -187,6 +191,8 @@ def _load_table(opts: AcidTableOptions, store: Any | None) -> _Table:
             ),
             name=name,
         )
+        loaded.link_partitions = ref.partitions
+        return loaded
     declared = TableSchema.parse(opts.table_columns) if opts.table_columns else None
     s = scan(opts.table, schema=declared, txns=opts.valid_txns, write_ids=opts.valid_write_ids)
     storage, loc = Storage.for_path(opts.table)
@@ -449,6 +455,7 @@ class AcidTableReader(DataSourceReader):
             if store is not None:
                 store.close()
         self.location = table.location
+        self.link_partitions = table.link_partitions
         self.partition_names = table.partition_names
         self.partition_types = table.partition_types
         self.txns = snap.txns.to_string()
@@ -479,6 +486,7 @@ class AcidTableReader(DataSourceReader):
             p
             for p in discover_partitions(storage, loc)
             if _keep(p, self.partition_names, self.partition_types, self.partition_filters)
+            and link_allows(self.link_partitions, p.values)
         ]
         try:
             return plan_partitions(
@@ -641,7 +649,11 @@ class AcidTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         storage, loc = Storage.for_path(table.location)
         if not storage.exists(loc):
             return []
-        parts = discover_partitions(storage, loc)
+        parts = [
+            p
+            for p in discover_partitions(storage, loc)
+            if link_allows(table.link_partitions, p.values)
+        ]
         if self.opts.on_deletes == "fail":
             _refuse_deletes(storage, parts, wids, txns, lo, hi)
         try:

@@ -46,6 +46,7 @@ _KEYS = {
     "startingwriteid": "starting_write_id",
     "maxwriteidspertrigger": "max_write_ids_per_trigger",
     "ondeletes": "on_deletes",
+    "namespace": "namespace",
 }
 
 _INT_FIELDS = {
@@ -99,6 +100,8 @@ class AcidTableOptions:
         max_write_ids_per_trigger: streaming: at most this many write ids per micro-batch.
         on_deletes: streaming: ``fail`` (default) or ``ignore`` delete events (Hive updates
             are a delete plus an insert; ``ignore`` emits the inserts only).
+        namespace: the reader's namespace binding (``docs/namespaces.md``): ``table`` may
+            then be ``T`` or a link ``T1@B`` held by the namespace.
     """
 
     table: str
@@ -120,6 +123,7 @@ class AcidTableOptions:
     starting_write_id: str = EARLIEST
     max_write_ids_per_trigger: int | None = None
     on_deletes: str = "fail"
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         if not self.table:

@@ -23,6 +23,7 @@ same code (snapshot, cleaner protection) as a direct read of the target.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ __all__ = [
     "check_namespace_mode",
     "check_table_namespace",
     "is_link_name",
+    "link_allows",
     "link_filter",
     "parse_name",
     "refuse_link",
@@ -274,3 +276,15 @@ def link_filter(partitions: frozenset[str], other: Any = None) -> pc.Expression:
         return keep
     mine = other if isinstance(other, pc.Expression) else predicate_expr(list(other))
     return mine & keep
+
+
+def link_allows(
+    partitions: frozenset[str] | None, values: Sequence[tuple[str, str | None]]
+) -> bool:
+    """Whether a partition directory (its ``(key, value)`` pairs, ``None`` for Hive's
+    default partition) is one a read through a link may see (``partitions`` ``None``: all)."""
+    if partitions is None:
+        return True
+    from acid.partition_name import make_partition_name
+
+    return make_partition_name([k for k, _ in values], [v for _, v in values]) in partitions
