@@ -65,6 +65,7 @@ __all__ = [
     "AcidFileWriter",
     "Engine",
     "FileKind",
+    "RowIdSequence",
     "Segment",
 ]
 
@@ -98,6 +99,29 @@ class Segment:
         return (self.owid, self.bucket, self.rowid + (i - self.start))
 
 
+class RowIdSequence:
+    """The next rowId of each write id, for the files that share one bucket's numbering.
+
+    One writer that splits a bucket's rows over several files of one delta (one per
+    list-bucketing directory, ``acid.list_bucketing``) gives all of them one sequence, so
+    ROW__IDs (write id, bucket, rowId) stay unique per (write id, bucket) across those
+    files; a file of its own gets a private one (rowIds from 0 per write id).
+    """
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next: dict[int, int] = {}
+
+    def start(self, write_id: int) -> int:
+        """The first free rowId of ``write_id``."""
+        return self._next.get(write_id, 0)
+
+    def advance(self, write_id: int, n: int) -> None:
+        """Mark ``n`` more rowIds of ``write_id`` as taken."""
+        self._next[write_id] = self._next.get(write_id, 0) + n
+
+
 class AcidFileWriter:
     """Writes one ACID bucket file (Hive's ``OrcRecordUpdater`` for one bucket/statement).
 
@@ -115,6 +139,8 @@ class AcidFileWriter:
         side_file: keep the ``_flush_length`` side file (transaction batches of more
             than one txn); requires ``streaming``.
         options: base ORC settings; deltas derive theirs.
+        row_ids: the rowId numbering shared with the other files of this bucket in the
+            same delta (list-bucketing directories); default: the file's own.
         engine: ``pyorc`` (row tuples) or ``arrow`` (columnar pyarrow writer, about
             twice as fast; footers get Hive's exact types back in the tail rewrite;
             batches pyarrow would get wrong, such as pre-1970 timestamps with a
@@ -135,6 +161,7 @@ class AcidFileWriter:
         side_file: bool = False,
         options: OrcWriterOptions | None = None,
         engine: Engine = "auto",
+        row_ids: RowIdSequence | None = None,
     ) -> None:
         if engine == "auto":
             engine = "pyorc" if streaming else "arrow"
@@ -204,7 +231,7 @@ class AcidFileWriter:
         self._starts: list[int] = []
         self._rows = 0
         self._last_write_id = -1
-        self._next_rowid = 0
+        self._row_ids = row_ids if row_ids is not None else RowIdSequence()
         self._shifts: list[tuple[int, int]] = [(0, 0)]
         self._last_flush = 0
         self._closed = False
@@ -230,10 +257,8 @@ class AcidFileWriter:
                 f"write ids must not go down within a file ({write_id} after {self._last_write_id}): "
                 "rows must stay in ROW__ID order"
             )
-        if write_id != self._last_write_id:
-            self._last_write_id = write_id
-            self._next_rowid = 0
-        return self._next_rowid
+        self._last_write_id = write_id
+        return self._row_ids.start(write_id)
 
     def insert(self, write_id: int, rows: Iterable[Sequence[Any]]) -> int:
         """Append insert events for ``write_id``; rows are tuples in table column order.
@@ -266,13 +291,13 @@ class AcidFileWriter:
                 n = self._orc.current_row - before
                 if n:
                     self._add_segment(Segment(self._rows, n, write_id, b, start_rowid))
-                    self._next_rowid += n
+                    self._row_ids.advance(write_id, n)
                 raise SerializationError(
                     f"row {n} of this write does not fit the table's types: {e}"
                 ) from e
         if n:
             self._add_segment(Segment(self._rows, n, write_id, b, start_rowid))
-            self._next_rowid += n
+            self._row_ids.advance(write_id, n)
         return n
 
     def insert_arrow(self, write_id: int, data: pa.Table | pa.RecordBatch) -> int:
@@ -290,7 +315,7 @@ class AcidFileWriter:
         n = self._write_arrow_inserts(write_id, start, self._columns_to_struct(list(data.columns)))
         if n:
             self._add_segment(Segment(self._rows, n, write_id, self.bucket_property, start))
-            self._next_rowid += n
+            self._row_ids.advance(write_id, n)
         return n
 
     def write_events(

@@ -9,8 +9,12 @@ the compactor) places rows through this one module:
 - the delta directory and bucket file name (:mod:`acid.layout`) and the
   :class:`~acid.writer.AcidFileWriter` that writes it.
 
-List-bucketing directories (skewed values stored as directories) are to be added here,
-in :meth:`Placement.bucket_file`, so that no writer changes.
+- the list-bucketing directory inside the delta or base (skewed values stored as
+  directories, :mod:`acid.list_bucketing`): :meth:`Placement.lb_groups` splits a block's
+  rows by directory in one vectorised pass, from the skew of the partition the rows go to
+  (its own copy, taken when it was created; the table's for a partition this write
+  creates). A bucket then has one file per directory, all numbered by one
+  :class:`~acid.file_writer.RowIdSequence` so ROW__IDs stay unique per (write id, bucket).
 
 :class:`TableLayout` is a small frozen, picklable value: the Spark sink ships it to its
 executors.
@@ -18,16 +22,20 @@ executors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute
+import pyarrow.compute as pc
 
 from acid import layout
 from acid.bucket_hash import bucket_number
 from acid.errors import ConfigError, SerializationError
+from acid.file_writer import RowIdSequence
+from acid.hive_text import hive_text
+from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
 from acid.partition_name import make_partition_name
 from acid.schema import HiveType, TableSchema
 from acid.storage import Storage
@@ -53,6 +61,18 @@ class _TableLike(Protocol):
     def full_name(self) -> str: ...
 
 
+class _PartitionLike(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+def _skew_of(obj: object) -> SkewedInfo | None:
+    """The list-bucketing definition of a table or partition (``None`` when it has none
+    or is not stored as directories)."""
+    skew = getattr(obj, "skewed", None)
+    return skew if isinstance(skew, SkewedInfo) and skew.is_list_bucketed else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class TableLayout:
     """What placing rows needs to know of a table (picklable).
@@ -64,6 +84,10 @@ class TableLayout:
         bucket_cols: bucketing columns (empty: not bucketed).
         num_buckets: number of buckets (``<= 0``: not bucketed).
         bucketing_version: Hive's ``bucketing_version`` (1 or 2).
+        skewed: the table's list bucketing (only when stored as directories): the layout
+            of the partitions this write creates (and of an unpartitioned table).
+        partition_skews: partition directory -> its own list bucketing (``None``: plain
+            layout), for the partitions that existed when the layout was taken.
     """
 
     location: str
@@ -72,10 +96,14 @@ class TableLayout:
     bucket_cols: tuple[str, ...] = ()
     num_buckets: int = 0
     bucketing_version: int = 2
+    skewed: SkewedInfo | None = None
+    partition_skews: Mapping[str, SkewedInfo | None] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, table: _TableLike) -> TableLayout:
-        """The layout of a catalog table (``txn.catalog.TableDef`` or alike)."""
+    def of(cls, table: _TableLike, *, partitions: Iterable[_PartitionLike] = ()) -> TableLayout:
+        """The layout of a catalog table (``txn.catalog.TableDef`` or alike) and of its
+        existing ``partitions`` (``store.list_partitions``: each keeps the list bucketing
+        it was created with)."""
         if not table.location:
             raise ConfigError(f"table {table.full_name} has no location")
         return cls(
@@ -85,6 +113,8 @@ class TableLayout:
             bucket_cols=tuple(table.bucket_cols),
             num_buckets=table.num_buckets,
             bucketing_version=table.bucketing_version,
+            skewed=_skew_of(table),
+            partition_skews={p.name: _skew_of(p) for p in partitions},
         )
 
     @property
@@ -117,10 +147,79 @@ class Placement:
                 raise ConfigError(f"bucketing column not in the table: {e}") from e
             self._bucket_types = [self.schema.columns[i][1] for i in self._bucket_idx]
         self._names: dict[tuple[str | None, ...], str] = {}
+        self._skews: dict[str, SkewedInfo | None] = dict(table.partition_skews)
+        self._matchers: dict[str, _LbMatcher | None] = {}
+        self._row_type: pa.StructType | None = None
 
     @property
     def is_bucketed(self) -> bool:
         return bool(self._bucket_idx)
+
+    # ------------------------------------------------------------------ list bucketing
+    def skew_of(self, part: str) -> SkewedInfo | None:
+        """The list bucketing of a partition directory (``None``: plain layout): its own
+        when it existed when the layout was taken (or was noted since), else the table's."""
+        if part in self._skews:
+            return self._skews[part]
+        return self.table.skewed
+
+    def note_partition(self, part: str, skewed: SkewedInfo | None) -> None:
+        """Record the list bucketing a partition was created with (``store.add_partition``)."""
+        skew = skewed if skewed is not None and skewed.is_list_bucketed else None
+        self._skews[part] = skew
+        self._matchers.pop(part, None)
+
+    def is_list_bucketed(self, part: str) -> bool:
+        return self._matcher(part) is not None
+
+    def _matcher(self, part: str) -> _LbMatcher | None:
+        try:
+            return self._matchers[part]
+        except KeyError:
+            skew = self.skew_of(part)
+            m = self._matchers[part] = None if skew is None else _LbMatcher.of(skew, self.schema)
+            return m
+
+    def lb_groups(self, part: str, data: pa.Table) -> list[tuple[str, pa.Table]]:
+        """The rows of an Arrow table (columns in table order) split by list-bucketing
+        directory (relative to the delta or base; ``""``: not list-bucketed).
+
+        Vectorised: each skewed column is printed as Hive's text once
+        (:func:`acid.hive_text.hive_text`) and the row's tuple is matched against the
+        declared ones with one ``index_in``; a row matching none (NULLs included) goes
+        to the default directory. Rows keep their order within a directory.
+        """
+        m = self._matcher(part)
+        if m is None:
+            return [("", data)]
+        if data.num_rows == 0:
+            return []
+        idx = m.index(data)
+        uniq = pc.unique(idx).to_pylist()
+        if len(uniq) == 1:
+            return [(m.dirs[uniq[0]], data)]
+        grouped = (
+            pa.table({"i": idx, "r": pa.array(np.arange(data.num_rows, dtype=np.int64))})
+            .group_by("i", use_threads=False)
+            .aggregate([("r", "list")])
+        )
+        rows = grouped.column("r_list").combine_chunks()
+        out = [
+            (m.dirs[i], data.take(rows[k].values))
+            for k, i in enumerate(grouped.column("i").to_pylist())
+        ]
+        return sorted(out, key=lambda g: g[0])
+
+    def rows_to_table(self, rows: Sequence[Sequence[Any]]) -> pa.Table:
+        """Row tuples (table column order) as an Arrow table, for :meth:`lb_groups`.
+        Values that do not fit the table's types raise ``SerializationError``."""
+        if self._row_type is None:
+            self._row_type = pa.struct([pa.field(n, t.to_arrow()) for n, t in self.schema.columns])
+        try:
+            arr = pa.array(rows, type=self._row_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
+            raise SerializationError(f"row values do not fit the table's types: {e}") from e
+        return pa.Table.from_struct_array(arr)
 
     # ------------------------------------------------------------------ rows
     def partition_dir(self, values: Sequence[str | None]) -> str:
@@ -141,6 +240,11 @@ class Placement:
                     f"record gives {len(key)} partition values, the table has {len(keys)}"
                 )
             name = make_partition_name(keys, [None if v == "" else v for v in key])
+            if DEFAULT_DIR_NAME in key and self.skew_of(name) is not None:
+                # Hive refuses it: the directory would read as the default list-bucketing one.
+                raise SerializationError(
+                    f"partition value {DEFAULT_DIR_NAME} is reserved in a list-bucketed table"
+                )
             self._names[key] = name
         return name
 
@@ -190,9 +294,7 @@ class Placement:
         if not self._bucket_idx:
             return [(0, data)]
         buckets = pa.array(self.buckets_of(data), pa.int32())
-        return [
-            (b, data.filter(pa.compute.equal(buckets, b))) for b in sorted(set(buckets.to_pylist()))
-        ]
+        return [(b, data.filter(pc.equal(buckets, b))) for b in sorted(set(buckets.to_pylist()))]
 
     # ------------------------------------------------------------------ files
     def partition_path(self, part: str) -> str:
@@ -200,11 +302,18 @@ class Placement:
         return self.storage.join(self.root, part) if part else self.root
 
     def bucket_file(
-        self, part: str, min_write_id: int, max_write_id: int, statement_id: int, bucket: int
+        self,
+        part: str,
+        min_write_id: int,
+        max_write_id: int,
+        statement_id: int,
+        bucket: int,
+        lb_dir: str = "",
     ) -> str:
-        """``<table>/[<part>/]delta_<min>_<max>[_<stmt>]/bucket_<N>``."""
+        """``<table>/[<part>/]delta_<min>_<max>[_<stmt>]/[<lb_dir>/]bucket_<N>``."""
         d = layout.delta_dir_name(min_write_id, max_write_id, statement_id=statement_id)
-        return self.storage.join(self.partition_path(part), d, layout.bucket_file_name(bucket))
+        parts = [self.partition_path(part), d] + ([lb_dir] if lb_dir else [])
+        return self.storage.join(*parts, layout.bucket_file_name(bucket))
 
     def insert_writer(
         self,
@@ -216,15 +325,27 @@ class Placement:
         statement_id: int,
         streaming: bool,
         options: OrcWriterOptions,
+        lb_dir: str = "",
+        row_ids: RowIdSequence | None = None,
     ) -> AcidFileWriter:
         """The writer of one insert-delta bucket file, on the columnar engine.
 
+        ``lb_dir`` is the file's list-bucketing directory (:meth:`lb_groups`); the files
+        of one bucket in several such directories must share ``row_ids``.
         ``streaming`` files (more than one txn, or a file that must be readable at each
         txn boundary) get an intermediate footer and a side-file entry per flush where the
         storage can flush a file being written (local files, HDFS); elsewhere the caller
         must keep one txn per file.
         """
-        path = self.bucket_file(part, min_write_id, max_write_id, statement_id, bucket)
+        path = self.bucket_file(part, min_write_id, max_write_id, statement_id, bucket, lb_dir)
+        if lb_dir:
+            # The delta itself carries the format marker too (the writer puts one beside
+            # its file, in the list-bucketing directory).
+            delta = path[: -len(f"/{lb_dir}/{layout.bucket_file_name(bucket)}")]
+            self.storage.makedirs(delta)
+            self.storage.write_bytes_if_absent(
+                self.storage.join(delta, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
+            )
         return AcidFileWriter(
             self.storage,
             path,
@@ -236,4 +357,42 @@ class Placement:
             side_file=streaming and self.storage.supports_flush,
             options=options,
             engine="arrow",
+            row_ids=row_ids,
         )
+
+
+@dataclass(frozen=True)
+class _LbMatcher:
+    """One list bucketing, ready to match rows: the skewed columns' positions and types,
+    each declared tuple as one string, and the directory of each tuple then the default."""
+
+    cols: tuple[int, ...]
+    types: tuple[HiveType, ...]
+    keys: pa.Array
+    dirs: tuple[str, ...]
+
+    @classmethod
+    def of(cls, skew: SkewedInfo, schema: TableSchema) -> _LbMatcher:
+        names = [n.lower() for n in schema.names]
+        try:
+            cols = tuple(names.index(c.lower()) for c in skew.col_names)
+        except ValueError as e:
+            raise ConfigError(
+                f"skewed column not in the table: {list(skew.col_names)} ({e})"
+            ) from e
+        return cls(
+            cols=cols,
+            types=tuple(schema.columns[i][1] for i in cols),
+            keys=pa.array([_SEP.join(v) for v in skew.col_values], pa.string()),
+            dirs=(*(skew.dir_of(v) for v in skew.col_values), skew.default_dir),
+        )
+
+    def index(self, data: pa.Table) -> pa.Array:
+        """Per row: the position of its declared tuple, or ``len(keys)`` (the default)."""
+        texts = [hive_text(data.column(i), t) for i, t in zip(self.cols, self.types, strict=True)]
+        key = texts[0] if len(texts) == 1 else pc.binary_join_element_wise(*texts, _SEP)
+        return pc.fill_null(pc.index_in(key, value_set=self.keys), len(self.dirs) - 1)
+
+
+# Joins a row's skewed values into one key; NUL cannot be told apart in a directory name.
+_SEP = "\x00"
