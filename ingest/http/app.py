@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pyarrow as pa
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -37,7 +38,7 @@ from acid.errors import (
     SerializationError,
     TableNotFoundError,
 )
-from acid.placement import Placement, TableLayout
+from acid.placement import Placement
 from acid.storage import Storage
 from acid.table_name import TableName
 from ingest.http.body import (
@@ -117,6 +118,13 @@ class _Part:
     unit: str = "line"  # what ``numbers`` count: body lines, or Flume events
 
 
+def _warm_up_arrow() -> None:
+    """Pay pyarrow's lazy imports before the server listens: its first ``pa.array`` of
+    Python objects imports pandas (when installed), 1-3 s on a busy 2-core machine, which
+    would otherwise stall the first group commit and every request waiting on it."""
+    pa.array([(0,)], pa.struct([("x", pa.int32())]))
+
+
 class IngestServer:
     """The state behind the routes: table writers, the idempotency index, in-flight bytes,
     the housekeeper, and whether the server is draining."""
@@ -140,6 +148,7 @@ class IngestServer:
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         def open_stores() -> None:
+            _warm_up_arrow()
             self._index = IdempotencyIndex(self.store_config.open())
             self._health = self.store_config.open()
             self._housekeeper = Housekeeper(
@@ -201,7 +210,7 @@ class IngestServer:
                     txn_timeout_s=self.config.txn_timeout_s,
                 )
                 await run_in_threadpool(w.open)
-                self._placements[name] = Placement(TableLayout.of(w.table))
+                self._placements[name] = Placement(w.layout)
                 if self.draining:
                     w.hurry()
                 self._writers[name] = w
