@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "acidstream.cli.housekeeping_cmds",
     "acidstream.cli.recovery_cmds",
     "acidstream.cli.serve_cmds",
+    "acidstream.cli.namespace_cmds",
 )
 
 
