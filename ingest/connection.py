@@ -32,6 +32,7 @@ from acid.errors import (
     TransactionError,
     storage_error,
 )
+from acid.file_writer import RowIdSequence
 from acid.partition_name import DEFAULT_PARTITION_NAME, parse_partition_name
 from acid.placement import Placement, TableLayout
 from acid.schema import TableSchema
@@ -42,7 +43,7 @@ from ingest.record_writers import BoundRecordWriter, RecordWriter
 from ingest.stats import ConnectionStats, StatsCounter
 from recovery.housekeeper import Housekeeper
 from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
-from txn.catalog import TableDef
+from txn.catalog import PartitionInfo, TableDef
 from txn.config import StoreConfig
 from txn.heartbeat import Heartbeater
 from txn.namespaces import resolve_write
@@ -116,6 +117,7 @@ class StreamingOptions:
 
 
 Key = tuple[str, int]  # (partition directory, bucket)
+FileKey = tuple[str, int, str]  # (partition directory, bucket, list-bucketing directory)
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,9 @@ class StreamingConnection:
         self._lock = threading.RLock()
         self._closed = False
         self._batch: TransactionBatch | None = None
-        self._files: dict[Key, AcidFileWriter] = {}
+        self._files: dict[FileKey, AcidFileWriter] = {}
+        # One rowId numbering per bucket, shared by its files in list-bucketing directories.
+        self._row_ids: dict[Key, RowIdSequence] = {}
         self._heartbeater: Heartbeater | None = None
         self._housekeeper: Housekeeper | None = None
         self._dead_letter: DeadLetterWriter | None = None
@@ -180,7 +184,7 @@ class StreamingConnection:
             self.table = self._load_table()
             self._count_call()
             self.schema: TableSchema = self.table.schema
-            self._place = Placement(TableLayout.of(self.table))
+            self._place = Placement(self._layout())
             self._static = self._static_partition(static_partition)
             self._dynamic = self.table.is_partitioned and self._static is None
             self._writer: BoundRecordWriter = record_writer.bind(
@@ -214,6 +218,20 @@ class StreamingConnection:
     # ------------------------------------------------------------------ setup
     def _count_call(self) -> None:
         self._stats.add("metastore_calls")
+
+    def _layout(self) -> TableLayout:
+        """The table's placement, with each existing partition's own list bucketing
+        (a partition keeps the layout it was created with)."""
+        parts: list[PartitionInfo] = []
+        if self.table.is_partitioned:
+            parts = self._store.list_partitions(self.db, self.table_name)
+            self._count_call()
+        return TableLayout.of(self.table, partitions=parts)
+
+    @property
+    def layout(self) -> TableLayout:
+        """How this connection places rows (partition, bucket, list-bucketing directory)."""
+        return self._place.table
 
     def _load_table(self) -> TableDef:
         try:
@@ -521,6 +539,8 @@ class StreamingConnection:
                 self.db, self.table_name, [None if v in (None, "") else v for v in values]
             )
             self._count_call()
+            # The partition's own list bucketing, copied from the table at its creation.
+            self._place.note_partition(name, info.skewed)
             if not info.exists:
                 self._stats.add("created_partitions")
             self._stats.add("total_partitions")
@@ -529,10 +549,10 @@ class StreamingConnection:
         return name
 
     # ------------------------------------------------------------------ files
-    def _file(self, b: TransactionBatch, key: Key) -> AcidFileWriter:
-        w = self._files.get(key)
+    def _file(self, b: TransactionBatch, key: Key, lb_dir: str = "") -> AcidFileWriter:
+        w = self._files.get((*key, lb_dir))
         if w is None:
-            w = self._files[key] = self._place.insert_writer(
+            w = self._files[(*key, lb_dir)] = self._place.insert_writer(
                 key[0],
                 key[1],
                 min_write_id=b.min_write_id,
@@ -540,19 +560,27 @@ class StreamingConnection:
                 statement_id=self.options.statement_id,
                 streaming=b.size > 1,
                 options=self.options.orc,
+                lb_dir=lb_dir,
+                row_ids=self._row_ids.setdefault(key, RowIdSequence()),
             )
         return w
 
     def _drain(self, b: TransactionBatch) -> None:
-        """Hand every buffered row of the current txn to its file."""
+        """Hand every buffered row of the current txn to its file (in a list-bucketed
+        partition, to the file of its list-bucketing directory)."""
         wid = b.current_write_id
         for key, rows in self._rows.items():
-            if rows:
+            if not rows:
+                continue
+            if self._place.is_list_bucketed(key[0]):
+                for lb, t in self._place.lb_groups(key[0], self._place.rows_to_table(rows)):
+                    self._file(b, key, lb).insert_arrow(wid, t)
+            else:
                 self._file(b, key).insert(wid, rows)
         for key, tables in self._arrow.items():
-            w = self._file(b, key)
             for t in tables:
-                w.insert_arrow(wid, t)
+                for lb, rows_ in self._place.lb_groups(key[0], t):
+                    self._file(b, key, lb).insert_arrow(wid, rows_)
         self._drop_buffers()
 
     def _drop_buffers(self) -> None:
@@ -592,6 +620,7 @@ class StreamingConnection:
         for w in self._files.values():
             w.abandon()
         self._files.clear()
+        self._row_ids.clear()
         b.abort_remaining(reason)
         self._stats.add("aborted_transactions")
 
@@ -634,6 +663,7 @@ class StreamingConnection:
             self._stats.add("committed_transactions")
             if last:
                 self._files.clear()
+                self._row_ids.clear()
 
     def abort_transaction(self) -> None:
         """Abort the open txn. Its buffered rows are dropped; rows already in a batch file
@@ -659,6 +689,7 @@ class StreamingConnection:
                 log.error("closing %s failed (left readable at its last commit): %s", w.path, e)
                 w.abandon()
         self._files.clear()
+        self._row_ids.clear()
         aborted = b.close()
         self._stats.add("aborted_transactions", len(aborted))
 

@@ -27,6 +27,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from acid.errors import SerializationError
+from acid.placement import TableLayout
 from acid.schema import TableSchema
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.http.config import CommitWindow, TableSettings
@@ -158,6 +159,7 @@ class TableWriter:
         self._thread: threading.Thread | None = None
         self.table: TableDef
         self.schema: TableSchema
+        self.layout: TableLayout
         self.dynamic_writer: BoundRecordWriter | None = None
         self.static_writer: BoundRecordWriter
 
@@ -169,6 +171,9 @@ class TableWriter:
         conn = self._conn
         assert conn is not None
         self.table, self.schema = conn.table, conn.schema
+        # The connection's placement (partitions' own list bucketing included), so the
+        # server rejects at parse time what the connection would refuse.
+        self.layout = conn.layout
         self.static_writer = self._writer.bind(self.schema)
         if self.table.is_partitioned:
             self.dynamic_writer = self._writer.bind(

@@ -1,0 +1,221 @@
+"""StreamingConnection into list-bucketed tables: rows routed to ``col=value`` directories
+or the default one inside each delta, every path (write, write_many, write_block,
+write_rows, write_arrow), ROW__IDs unique per (write id, bucket), side files beside each
+streaming file, partitions keeping the layout they were created with."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.orc as pa_orc
+import pytest
+
+from acid.errors import SerializationError
+from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from ingest.connection import StreamingConnection, StreamingOptions
+from ingest.record_writers import StrictJsonWriter
+from tests.ingest.conftest import snapshot_read
+from txn.catalog import TableDef
+from txn.store import TxnStore
+
+SKEW = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_dirs=True)
+
+
+def make_lb_table(store: TxnStore, skewed: SkewedInfo | None = SKEW) -> TableDef:
+    return store.create_table(
+        TableDef(
+            db="default",
+            name="t",
+            columns=(("x", "int"), ("s", "string")),
+            partition_keys=(("p", "string"),),
+            parameters={"transactional": "true"},
+            skewed=skewed,
+        )
+    )
+
+
+def rec(x: int | None, s: str, p: str = "a") -> bytes:
+    return json.dumps({"x": x, "s": s, "p": p}).encode()
+
+
+def files_under(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every bucket file below ``root`` (relative path -> its rows, in file order)."""
+    out = {}
+    for f in sorted(root.rglob("bucket_*")):
+        if f.name.endswith("_flush_length"):
+            continue
+        ev = pa_orc.read_table(str(f))
+        out[str(f.relative_to(root))] = [
+            {"o": o, "b": b, "r": r, **row}
+            for o, b, r, row in zip(
+                *(ev.column(c).to_pylist() for c in ("originalTransaction", "bucket", "rowId")),
+                ev.column("row").to_pylist(),
+                strict=True,
+            )
+        ]
+    return out
+
+
+def assert_row_ids_unique(files: dict[str, list[dict[str, Any]]]) -> None:
+    keys = Counter((r["o"], r["b"], r["r"]) for rows in files.values() for r in rows)
+    assert keys and max(keys.values()) == 1
+
+
+def test_every_write_path_routes_rows_into_list_bucketing_dirs(store: TxnStore) -> None:
+    t = make_lb_table(store)
+    with StreamingConnection(
+        "t", record_writer=StrictJsonWriter(), store=store, options=StreamingOptions()
+    ) as c:
+        c.begin_transaction()
+        c.write(rec(6, "w"))
+        c.write_many([rec(7, "m"), rec(20, "m")])
+        res = c.write_block([rec(6, "b"), rec(None, "b"), rec(20, "b"), b"{bad"])
+        assert res.accepted == 3 and [i for i, _ in res.rejected] == [3]
+        c.write_rows([(20, "r"), (8, "r")], partition=["a"])
+        c.write_arrow(pa.table({"x": [6, 9], "s": ["arrow", "arrow"]}), partition=["a"])
+        c.commit_transaction()
+    part = Path(str(t.location)) / "p=a"
+    files = files_under(part)
+    xs = {path: sorted((r["x"] is None, r["x"] or 0, r["s"]) for r in rows)
+          for path, rows in files.items()}  # fmt: skip
+    assert xs == {
+        "delta_0000001_0000001/x=6/bucket_00000": [
+            (False, 6, "arrow"), (False, 6, "b"), (False, 6, "w")],
+        "delta_0000001_0000001/x=20/bucket_00000": [
+            (False, 20, "b"), (False, 20, "m"), (False, 20, "r")],
+        f"delta_0000001_0000001/{DEFAULT_DIR_NAME}/bucket_00000": [
+            (False, 7, "m"), (False, 8, "r"), (False, 9, "arrow"), (True, 0, "b")],
+    }  # fmt: skip
+    assert_row_ids_unique(files)
+    # rowIds of the write id are dense across the bucket's three files.
+    assert sorted(r["r"] for rows in files.values() for r in rows) == list(range(10))
+    # Each file is in ROW__ID order (Hive's merge needs it).
+    for rows in files.values():
+        assert [r["r"] for r in rows] == sorted(r["r"] for r in rows)
+    got = snapshot_read(store, t)
+    assert got.num_rows == 10
+    assert sorted(got.column("s").to_pylist()).count("arrow") == 2
+
+
+def test_batch_of_txns_keeps_row_ids_unique_and_side_files_beside_each_file(
+    store: TxnStore,
+) -> None:
+    t = make_lb_table(store)
+    delta = Path(str(t.location)) / "p=a" / "delta_0000001_0000003"
+    with StreamingConnection(
+        "t",
+        record_writer=StrictJsonWriter(),
+        store=store,
+        options=StreamingOptions(txns_per_batch=3),
+    ) as c:
+        for k in range(3):
+            c.begin_transaction()
+            c.write_block([rec(6, f"{k}"), rec(1, f"{k}"), rec(6, f"{k}"), rec(20, f"{k}")])
+            c.commit_transaction()
+            if k == 0:
+                sides = sorted(str(p.relative_to(delta)) for p in delta.rglob("*_flush_length"))
+                assert sides == [
+                    f"{DEFAULT_DIR_NAME}/bucket_00000_flush_length",
+                    "x=20/bucket_00000_flush_length",
+                    "x=6/bucket_00000_flush_length",
+                ]
+                # A reader sees the first txn through the files cut at their side files.
+                assert snapshot_read(store, t).num_rows == 4
+    assert not list(delta.rglob("*_flush_length"))  # deleted at close
+    files = files_under(delta)
+    assert set(files) == {"x=6/bucket_00000", "x=20/bucket_00000",
+                          f"{DEFAULT_DIR_NAME}/bucket_00000"}  # fmt: skip
+    assert_row_ids_unique(files)
+    for wid in (1, 2, 3):
+        assert sorted(r["r"] for rows in files.values() for r in rows if r["o"] == wid) == [
+            0, 1, 2, 3]  # fmt: skip
+    assert snapshot_read(store, t).num_rows == 12
+
+
+def test_partition_created_before_the_skew_keeps_plain_layout(store: TxnStore) -> None:
+    t = make_lb_table(store, skewed=None)
+
+    def write(part: str) -> None:
+        with StreamingConnection("t", record_writer=StrictJsonWriter(), store=store) as c:
+            c.begin_transaction()
+            c.write_block([rec(6, "s", part), rec(7, "s", part)])
+            c.commit_transaction()
+
+    write("old")
+    store.set_skewed("default", "t", SKEW)
+    write("old")
+    write("new")
+    root = Path(str(t.location))
+    assert sorted(files_under(root / "p=old")) == [
+        "delta_0000001_0000001/bucket_00000",
+        "delta_0000002_0000002/bucket_00000",
+    ]
+    assert sorted(files_under(root / "p=new")) == [
+        f"delta_0000003_0000003/{DEFAULT_DIR_NAME}/bucket_00000",
+        "delta_0000003_0000003/x=6/bucket_00000",
+    ]
+    # And a partition created while skewed keeps its directories once the table is not.
+    store.set_skewed("default", "t", None)
+    write("new")
+    assert "delta_0000004_0000004/x=6/bucket_00000" in files_under(root / "p=new")
+    assert snapshot_read(store, t).num_rows == 8
+
+
+def test_default_dir_name_as_partition_value_goes_to_the_dead_letters(
+    store: TxnStore, tmp_path: Path
+) -> None:
+    t = make_lb_table(store)
+    dead = tmp_path / "dead"
+    with StreamingConnection(
+        "t",
+        record_writer=StrictJsonWriter(),
+        store=store,
+        options=StreamingOptions(dead_letter_path=str(dead)),
+    ) as c:
+        c.begin_transaction()
+        c.write(rec(6, "one", DEFAULT_DIR_NAME))
+        res = c.write_block([rec(6, "two", DEFAULT_DIR_NAME), rec(6, "ok")])
+        assert res.accepted == 1 and isinstance(res.rejected[0][1], SerializationError)
+        c.commit_transaction()
+        assert c.stats().bad_records == 2
+    letters = [json.loads(line) for f in dead.iterdir() for line in f.read_text().splitlines()]
+    assert len(letters) == 2 and all(DEFAULT_DIR_NAME in d["reason"] for d in letters)
+    assert [p.name for p in Path(str(t.location)).iterdir() if p.is_dir()] == ["p=a"]
+    assert snapshot_read(store, t).column("s").to_pylist() == ["ok"]
+
+
+def test_default_dir_name_as_partition_value_raises_without_dead_letters(
+    store: TxnStore,
+) -> None:
+    make_lb_table(store)
+    with StreamingConnection("t", record_writer=StrictJsonWriter(), store=store) as c:
+        c.begin_transaction()
+        with pytest.raises(SerializationError):
+            c.write(rec(6, "one", DEFAULT_DIR_NAME))
+        c.write(rec(6, "ok"))  # the txn goes on
+        c.commit_transaction()
+
+
+def test_abort_after_auto_flush_keeps_files_of_every_dir_readable(store: TxnStore) -> None:
+    t = make_lb_table(store)
+    with StreamingConnection(
+        "t",
+        record_writer=StrictJsonWriter(),
+        store=store,
+        options=StreamingOptions(txns_per_batch=2, memory_limit_bytes=1),
+    ) as c:
+        c.begin_transaction()
+        c.write_many([rec(6, "kept"), rec(1, "kept")])
+        c.commit_transaction()
+        c.begin_transaction()
+        c.write_many([rec(6, "gone"), rec(20, "gone")])  # auto-flushed into the files
+        c.abort_transaction()
+    assert sorted(snapshot_read(store, t).column("s").to_pylist()) == ["kept", "kept"]
+    delta = Path(str(t.location)) / "p=a" / "delta_0000001_0000002"
+    assert not list(delta.rglob("*_flush_length"))
+    assert {str(p.relative_to(delta)) for p in delta.rglob("bucket_*")} == {
+        "x=6/bucket_00000", "x=20/bucket_00000", f"{DEFAULT_DIR_NAME}/bucket_00000"}  # fmt: skip
