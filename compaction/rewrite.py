@@ -12,7 +12,12 @@
   ROW__ID, to ``delta_<min>_<hwm>_v<ctxn>`` and ``delete_delta_<min>_<hwm>_v<ctxn>``.
 
 Both see the table through the compactor's snapshot: deltas reaching above the hwm are
-left out whole, and events of aborted write ids are dropped row by row. Files are written
+left out whole, and events of aborted write ids are dropped row by row. List-bucketing
+directories are kept: each event stays in the directory of the file it came from
+(``DataFile.lb_dir``), and the output has one file per (directory, writer id) inside the
+new base/delta; the writers numbered a bucket's rows across its directories, so ROW__IDs
+stay unique. Rows of original files (no ROW__IDs of their own) go to the output's top
+level. Files are written
 with :meth:`acid.file_writer.AcidFileWriter.write_events`; timestamps are kept exactly
 (:func:`conform_events`).
 """
@@ -60,6 +65,7 @@ __all__ = [
     "RewriteResult",
     "empty_events",
     "is_event_only",
+    "lb_groups",
     "major",
     "merged_events",
     "minor",
@@ -189,14 +195,53 @@ def sort_events(t: pa.Table, *, newest_first: bool = False) -> pa.Table:
     return t.take(pc.sort_indices(t, sort_keys=keys))
 
 
-def _split_by_writer(t: pa.Table, into: dict[int, list[pa.Table]]) -> None:
-    ids = writer_ids(t.column("b"))
-    uniq = np.unique(ids)
+_LB = "lb"
+"""The event column naming each event's list-bucketing directory (dictionary-encoded;
+present only when some input file sits in one)."""
+
+OutKey = tuple[str, int]
+"""An output file: (list-bucketing directory, ``""`` for none; writer id)."""
+
+
+def lb_groups(t: pa.Table) -> list[tuple[str, pa.Table]]:
+    """Events split by list-bucketing directory (the ``lb`` column dropped)."""
+    if _LB not in t.column_names:
+        return [("", t)]
+    col = t.column(_LB).combine_chunks()
+    rest = t.drop_columns([_LB])
+    dictionary = col.dictionary.to_pylist()
+    idx = col.indices.to_numpy(zero_copy_only=False)
+    uniq = np.unique(idx)
     if len(uniq) == 1:
-        into.setdefault(int(uniq[0]), []).append(t)
-        return
-    for w in uniq:
-        into.setdefault(int(w), []).append(t.filter(pa.array(ids == w)))
+        return [(dictionary[int(uniq[0])], rest)]
+    return [(dictionary[int(i)], rest.filter(pa.array(idx == i))) for i in uniq]
+
+
+def _split_by_writer(t: pa.Table, into: dict[OutKey, list[pa.Table]]) -> None:
+    for lb, part in lb_groups(t):
+        ids = writer_ids(part.column("b"))
+        uniq = np.unique(ids)
+        if len(uniq) == 1:
+            into.setdefault((lb, int(uniq[0])), []).append(part)
+            continue
+        for w in uniq:
+            into.setdefault((lb, int(w)), []).append(part.filter(pa.array(ids == w)))
+
+
+class _LbTagger:
+    """Tags each file's events with its list-bucketing directory, when any input has one:
+    a dictionary column over one shared dictionary, so tables concatenate as they are."""
+
+    def __init__(self, dirs: Sequence[str]) -> None:
+        self.dirs = sorted(set(dirs))
+        self.active = self.dirs != [""] and bool(self.dirs)
+        self._dictionary = pa.array(self.dirs, pa.string())
+
+    def tag(self, t: pa.Table, lb: str) -> pa.Table:
+        if not self.active:
+            return t
+        idx = pa.array(np.full(t.num_rows, self.dirs.index(lb), np.int32))
+        return t.append_column(_LB, pa.DictionaryArray.from_arrays(idx, self._dictionary))
 
 
 def write_bucket_file(
@@ -209,10 +254,19 @@ def write_bucket_file(
     kind: str,
     options: OrcWriterOptions,
     row_type: pa.StructType,
+    lb_dir: str = "",
 ) -> int:
-    """Write sorted ``events`` to ``out_dir/bucket_N`` (``kind``: base, insert or delete);
-    returns the number of events. Fault step ``compaction.after_bucket`` follows."""
-    path = storage.join(out_dir, layout.bucket_file_name(bucket))
+    """Write sorted ``events`` to ``out_dir/[lb_dir/]bucket_N`` (``kind``: base, insert or
+    delete); returns the number of events. Fault step ``compaction.after_bucket`` follows."""
+    if lb_dir:
+        # The base/delta itself carries the format marker too, as every ACID directory.
+        storage.makedirs(out_dir)
+        storage.write_bytes_if_absent(
+            storage.join(out_dir, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
+        )
+        path = storage.join(out_dir, lb_dir, layout.bucket_file_name(bucket))
+    else:
+        path = storage.join(out_dir, layout.bucket_file_name(bucket))
     w = AcidFileWriter(
         storage,
         path,
@@ -443,9 +497,9 @@ def merged_events(
     With ``bucket``, only the files ``bucket_<bucket>`` are read: Hive keeps a writer id's
     inserts and the delete events that name them in files of that bucket number.
     """
-    jobs: list[tuple[str, int, int, bool]] = []
+    jobs: list[tuple[str, int, int, bool, str]] = []
     if state.base is not None:
-        jobs += [(f.path, f.logical_length, f.length, False) for f in state.base.files
+        jobs += [(f.path, f.logical_length, f.length, False, f.lb_dir) for f in state.base.files
                  if bucket is None or f.bucket_id == bucket]  # fmt: skip
     for d in state.insert_deltas:
         assert isinstance(d.parsed, ParsedDelta)
@@ -453,16 +507,17 @@ def merged_events(
             snapshot.is_write_id_range_valid(d.parsed.min_write_id, d.parsed.max_write_id)
             != RangeResponse.ALL
         )
-        jobs += [(f.path, f.logical_length, f.length, check) for f in d.files
+        jobs += [(f.path, f.logical_length, f.length, check, f.lb_dir) for f in d.files
                  if bucket is None or f.bucket_id == bucket]  # fmt: skip
     jobs = [j for j in jobs if j[1] > 0]
+    tagger = _LbTagger([j[4] for j in jobs])
 
-    def read(job: tuple[str, int, int, bool]) -> pa.Table:
-        path, logical, length, check = job
+    def read(job: tuple[str, int, int, bool, str]) -> pa.Table:
+        path, logical, length, check, lb = job
         t = _read_events(storage, path, logical, length, delete=False)
         if check and t.num_rows:
             t = t.filter(valid_write_id_mask(t.column("c"), snapshot))
-        return t
+        return tagger.tag(t, lb)
 
     events = conform_events(map_in_threads(read, jobs, total_bytes=sum(j[1] for j in jobs)), schema)
     if events is None:
@@ -474,7 +529,7 @@ def merged_events(
         dead = registry.deleted(keys, frozenset(f.delta for f in dfiles))
         events = events.filter(pc.invert(dead))
     n = events.num_rows
-    return pa.table(
+    out = pa.table(
         {
             "op": pa.array(np.zeros(n, np.int32)),
             "o": events.column("o"),
@@ -485,6 +540,9 @@ def merged_events(
             "row": events.column("row"),
         }
     )
+    if _LB in events.column_names:
+        out = out.append_column(_LB, events.column(_LB))
+    return out
 
 
 def major(
@@ -506,7 +564,7 @@ def major(
     Hive's synthetic ROW__IDs.
     """
     snapshot = CompactorSnapshot.of(write_ids)
-    by_bucket: dict[int, list[pa.Table]] = {}
+    by_bucket: dict[OutKey, list[pa.Table]] = {}
     if is_event_only(state):
         events = merged_events(state, snapshot, storage, schema)
     else:
@@ -523,13 +581,13 @@ def major(
     total = 0
     if not by_bucket:
         # Everything was deleted: an empty base still supersedes the old directories.
-        by_bucket[0] = [empty_events(row_type)]
-    n_buckets = len(by_bucket)
-    for bucket in sorted(by_bucket):
-        ev = sort_events(pa.concat_tables(by_bucket.pop(bucket)))
+        by_bucket[("", 0)] = [empty_events(row_type)]
+    n_buckets = len({b for _, b in by_bucket})
+    for key in sorted(by_bucket):
+        ev = sort_events(pa.concat_tables(by_bucket.pop(key)))
         total += write_bucket_file(
-            storage, out_dir, schema, bucket, ev, kind="base", options=options,
-            row_type=row_type,
+            storage, out_dir, schema, key[1], ev, kind="base", options=options,
+            row_type=row_type, lb_dir=key[0],
         )  # fmt: skip
     return RewriteResult((out_dir,), total, 0, n_buckets)
 
@@ -617,26 +675,27 @@ def minor(
         return RewriteResult((), 0, 0, 0)
     lo = min(d.parsed.min_write_id for d in deltas)  # type: ignore[union-attr]
     hwm = write_ids.high_watermark
-    jobs: list[tuple[str, int, int, bool, bool]] = []
+    jobs: list[tuple[str, int, int, bool, bool, str]] = []
     for d in deltas:
         assert isinstance(d.parsed, ParsedDelta)
         check = (
             snapshot.is_write_id_range_valid(d.parsed.min_write_id, d.parsed.max_write_id)
             != RangeResponse.ALL
         )
-        jobs += [(f.path, f.logical_length, f.length, d.is_delete, check) for f in d.files
-                 if f.logical_length]  # fmt: skip
+        jobs += [(f.path, f.logical_length, f.length, d.is_delete, check, f.lb_dir)
+                 for f in d.files if f.logical_length]  # fmt: skip
+    tagger = _LbTagger([j[5] for j in jobs])
 
-    def read(job: tuple[str, int, int, bool, bool]) -> tuple[bool, pa.Table]:
-        path, logical, length, is_delete, check = job
+    def read(job: tuple[str, int, int, bool, bool, str]) -> tuple[bool, pa.Table]:
+        path, logical, length, is_delete, check, lb = job
         t = _read_events(storage, path, logical, length, delete=is_delete)
         if check and t.num_rows:
             t = t.filter(valid_write_id_mask(t.column("c"), snapshot))
-        return is_delete, t
+        return is_delete, tagger.tag(t, lb)
 
     read_back = map_in_threads(read, jobs, total_bytes=sum(j[1] for j in jobs))
-    inserts: dict[int, list[pa.Table]] = {}
-    deletes: dict[int, list[pa.Table]] = {}
+    inserts: dict[OutKey, list[pa.Table]] = {}
+    deletes: dict[OutKey, list[pa.Table]] = {}
     ins_events = conform_events([t for is_del, t in read_back if not is_del], schema)
     if ins_events is not None:
         _split_by_writer(ins_events, inserts)
@@ -658,11 +717,11 @@ def minor(
         storage.join(ins_dir, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
     )
     outputs.append(ins_dir)
-    for bucket in sorted(inserts):
-        events = sort_events(pa.concat_tables(inserts[bucket]))
+    for key in sorted(inserts):
+        events = sort_events(pa.concat_tables(inserts[key]))
         n_ins += write_bucket_file(
-            storage, ins_dir, schema, bucket, events, kind="insert", options=options,
-            row_type=row_type,
+            storage, ins_dir, schema, key[1], events, kind="insert", options=options,
+            row_type=row_type, lb_dir=key[0],
         )  # fmt: skip
     if any(d.is_delete for d in deltas):
         del_dir = storage.join(
@@ -674,10 +733,11 @@ def minor(
             storage.join(del_dir, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
         )
         outputs.append(del_dir)
-        for bucket in sorted(deletes):
-            events = sort_events(pa.concat_tables(deletes[bucket]), newest_first=True)
+        for key in sorted(deletes):
+            events = sort_events(pa.concat_tables(deletes[key]), newest_first=True)
             n_del += write_bucket_file(
-                storage, del_dir, schema, bucket, events, kind="delete", options=options,
-                row_type=row_type,
+                storage, del_dir, schema, key[1], events, kind="delete", options=options,
+                row_type=row_type, lb_dir=key[0],
             )  # fmt: skip
-    return RewriteResult(tuple(outputs), n_ins, n_del, len(set(inserts) | set(deletes)))
+    buckets = {b for _, b in inserts} | {b for _, b in deletes}
+    return RewriteResult(tuple(outputs), n_ins, n_del, len(buckets))

@@ -8,7 +8,8 @@ Which process runs what:
   commit, so a failed or lost task only leaves files under an invisible ``_v`` directory.
 * **executors** (:func:`_bucket_task`): read ``bucket_N`` of the base and insert deltas,
   drop aborted events and deleted rows (the delete deltas' ``bucket_N``: Hive keeps delete
-  events with the rows they name), sort, write ``base_<hwm>_v<ctxn>/bucket_N``.
+  events with the rows they name), sort, write ``base_<hwm>_v<ctxn>/[<lb dir>/]bucket_N``
+  (one file per list-bucketing directory the rows came from).
 
 Jobs are picklable: paths, the frozen state and snapshot dataclasses, the schema spec and
 ORC options; each executor opens its own filesystem handle.
@@ -30,6 +31,7 @@ from compaction.rewrite import (
     RewriteResult,
     empty_events,
     is_event_only,
+    lb_groups,
     merged_events,
     row_type_of,
     sort_events,
@@ -65,10 +67,14 @@ def _bucket_task(job: _BucketJob) -> tuple[int, int]:
                 f"bucket_{job.bucket:05d} files hold rows of writer ids {sorted(other)}: "
                 "compact this partition with the local engine"
             )
-    n = write_bucket_file(
-        storage, job.out_dir, schema, job.bucket, sort_events(events), kind="base",
-        options=job.options, row_type=events.schema.field("row").type,
-    )  # fmt: skip
+    row_type = events.schema.field("row").type
+    n = 0
+    # One file per list-bucketing directory the bucket's rows came from.
+    for lb, ev in lb_groups(events):
+        n += write_bucket_file(
+            storage, job.out_dir, schema, job.bucket, sort_events(ev), kind="base",
+            options=job.options, row_type=row_type, lb_dir=lb,
+        )  # fmt: skip
     return job.bucket, n
 
 

@@ -66,6 +66,16 @@ def partition_dir(store: TxnStore, table: TableDef, partition: str | None) -> st
     return f"{table.location.rstrip('/')}/{partition}"
 
 
+def lb_location_dirs(store: TxnStore, table: TableDef, partition: str | None) -> tuple[str, ...]:
+    """The list-bucketing directories of a table's or partition's location map (the
+    partition's own copy), so that directories named there are read and preserved."""
+    skew = table.skewed
+    if partition is not None:
+        skew = next((p.skewed for p in store.list_partitions(table.db, table.name)
+                     if p.name == partition), None)  # fmt: skip
+    return skew.all_dirs() if skew is not None and skew.is_list_bucketed else ()
+
+
 @dataclass(frozen=True)
 class CompactionOutcome:
     """What happened to one request: its new state and what was written."""
@@ -204,7 +214,10 @@ class Worker:
                 self.store.abort_txn(txn_id, reason="compaction refused")
                 return self._refuse(rec, f"{NOT_ENOUGH} (no directory {path})", started)
             snapshot = CompactorSnapshot.of(wids)
-            state = get_acid_state(path, write_ids=snapshot, txns=txns, storage=storage)
+            state = get_acid_state(
+                path, write_ids=snapshot, txns=txns, storage=storage,
+                lb_location_dirs=lb_location_dirs(self.store, table, rec.partition),
+            )  # fmt: skip
             problem = self._check(rec, state)
             if problem is not None:
                 if state.obsolete or state.aborted:
