@@ -408,6 +408,38 @@ def get_table_param(tx: Tx, db: str, table: str, key: str) -> str | None:
     return value
 
 
+def table_params_with_prefix(tx: Tx, db: str, table: str, prefix: str) -> dict[str, str | None]:
+    """Every parameter of a table whose key starts with ``prefix`` (the keys a writer
+    family stores, e.g. the HTTP server's idempotency records)."""
+    db, table = _norm(db), _norm(table)
+    if tx.one("SELECT 1 FROM TBLS WHERE TBL_DB = ? AND TBL_NAME = ?", db, table) is None:
+        raise TableNotFoundError(f"Table {db}.{table} not found in the catalog")
+    # substr, not LIKE: the prefixes hold '_' and '.', which LIKE would treat as patterns.
+    rows = tx.q(
+        "SELECT PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS WHERE TP_DB = ? AND TP_TBL = ? "
+        "AND substr(PARAM_KEY, 1, ?) = ?",
+        db,
+        table,
+        len(prefix),
+        prefix,
+    )
+    return {str(r[0]): r[1] for r in rows}
+
+
+def delete_table_params(tx: Tx, db: str, table: str, keys: list[str]) -> int:
+    """Remove parameters of a table; returns how many existed."""
+    db, table = _norm(db), _norm(table)
+    return sum(
+        tx.count(
+            "DELETE FROM TABLE_PARAMS WHERE TP_DB = ? AND TP_TBL = ? AND PARAM_KEY = ?",
+            db,
+            table,
+            key,
+        )
+        for key in keys
+    )
+
+
 def set_table_param(tx: Tx, db: str, table: str, key: str, value: str) -> None:
     db, table = _norm(db), _norm(table)
     if tx.one("SELECT 1 FROM TBLS WHERE TBL_DB = ? AND TBL_NAME = ?", db, table) is None:
@@ -612,6 +644,23 @@ class CatalogOps(StoreOps):
         self._db.run(
             "set_table_param",
             lambda tx: set_table_param(tx, db, table, key, value),
+            idempotent=True,
+        )
+
+    def table_params_with_prefix(self, db: str, table: str, prefix: str) -> dict[str, str | None]:
+        """Parameters of a table whose key starts with ``prefix``."""
+        return self._db.run(
+            "table_params_with_prefix",
+            lambda tx: table_params_with_prefix(tx, db, table, prefix),
+            write=False,
+            idempotent=True,
+        )
+
+    def delete_table_params(self, db: str, table: str, keys: list[str]) -> int:
+        """Remove parameters of a table in one DB transaction; how many existed."""
+        return self._db.run(
+            "delete_table_params",
+            lambda tx: delete_table_params(tx, db, table, list(keys)),
             idempotent=True,
         )
 

@@ -61,7 +61,7 @@ from ingest.http.idempotency import (
     key_hash,
 )
 from ingest.http.metrics import Metrics
-from recovery.housekeeper import Housekeeper
+from recovery.housekeeper import Housekeeper, HousekeepingReport
 from txn.config import StoreConfig
 from txn.store import TxnStore
 
@@ -155,6 +155,7 @@ class IngestServer:
                 self.store_config.metastore_url,
                 interval_s=self.config.housekeeping_interval_s,
                 txn_timeout_s=self.config.txn_timeout_s,
+                on_report=self._after_housekeeping,
             )
             self._housekeeper.start()
 
@@ -165,6 +166,25 @@ class IngestServer:
             except (TableNotFoundError, AcidStreamError, OSError) as e:
                 # Not fatal: the table may be created later; its requests retry the open.
                 log.warning("table %s is not ready: %s", name, e)
+
+    def _after_housekeeping(self, _report: HousekeepingReport) -> None:
+        """On the housekeeper's thread, after each pass: expire idempotency keys older than
+        ``idempotency_retention_s`` in every served table."""
+        index = self._index
+        if index is None:
+            return
+        older_than = time.time() - self.config.idempotency_retention_s
+        for name, w in list(self._writers.items()):
+            table = getattr(w, "table", None)
+            if table is None:
+                continue
+            try:
+                n = index.prune(name, (table.db, table.name), older_than=older_than)
+            except (AcidStreamError, OSError) as e:  # the next pass tries again
+                log.warning("expiring idempotency keys of %s failed: %s", name, e)
+                continue
+            if n:
+                log.info("expired %d idempotency records of %s", n, name)
 
     def begin_drain(self) -> None:
         """SIGTERM: refuse new requests; groups commit without waiting for their window."""

@@ -175,6 +175,7 @@ class ServerConfig:
     flume: FlumeSettings = field(default_factory=FlumeSettings)
     txn_timeout_s: float = 300.0
     housekeeping_interval_s: float = 60.0
+    idempotency_retention_s: float = 86_400.0
     shutdown_timeout_s: float = 30.0
     log_level: str = "info"
 
@@ -185,6 +186,13 @@ class ServerConfig:
             raise ConfigError("txn_timeout_s and housekeeping_interval_s must be > 0")
         if self.shutdown_timeout_s <= 0:
             raise ConfigError("shutdown_timeout_s must be > 0")
+        if self.idempotency_retention_s < self.txn_timeout_s:
+            # A key must outlive the txn that may still commit it, or a retry could write
+            # the same records twice.
+            raise ConfigError(
+                f"idempotency_retention_s ({self.idempotency_retention_s:g}) must be at "
+                f"least txn_timeout_s ({self.txn_timeout_s:g})"
+            )
         ft = self.flume.default_table
         if ft is not None and str(TableName.parse(ft)) not in self.tables:
             raise ConfigError(f"flume.default_table {ft!r} is not one of tables")
@@ -216,7 +224,8 @@ class ServerConfig:
                 top[k] = v
         allowed = {
             "listen", "metastore", "warehouse", "tables", "limits", "commit", "flume",
-            "txn_timeout_s", "housekeeping_interval_s", "shutdown_timeout_s", "log_level",
+            "txn_timeout_s", "housekeeping_interval_s", "idempotency_retention_s",
+            "shutdown_timeout_s", "log_level",
         }  # fmt: skip
         unknown = sorted(set(raw) - allowed)
         if unknown:
@@ -228,7 +237,8 @@ class ServerConfig:
             "commit": _build(CommitWindow, _section(raw, "commit", _names(CommitWindow)), "commit"),
             "flume": _build(FlumeSettings, _section(raw, "flume", _names(FlumeSettings)), "flume"),
         }
-        for key in ("txn_timeout_s", "housekeeping_interval_s", "shutdown_timeout_s"):
+        for key in ("txn_timeout_s", "housekeeping_interval_s", "idempotency_retention_s",
+                    "shutdown_timeout_s"):  # fmt: skip
             if raw.get(key) is not None:
                 kwargs[key] = _number(raw[key], key, float)
         if raw.get("log_level") is not None:

@@ -355,6 +355,7 @@ class TableWriter:
         db, table = conn.db, conn.table_name
         entries: dict[str, dict[str, Any]] = {}
         results: list[CommitResult] = []
+        now = time.time()  # when the keys were used: they expire from here (idempotency)
         for r in group:
             resp = {**r.response, "txn_ids": [txn], "write_ids": [wid]}
             results.append(CommitResult(resp, txn, wid, len(group)))
@@ -363,9 +364,9 @@ class TableWriter:
                 # The pointer first (a plain parameter); the marker below lands atomically
                 # with the commit, so a pointer to a txn that never commits is ignored.
                 self._store.set_table_param(
-                    db, table, pointer_key(khash), pointer_value(txn, bhash)
+                    db, table, pointer_key(khash), pointer_value(txn, bhash, at=now)
                 )
-                entries[khash] = marker_entry(bhash, resp)
+                entries[khash] = marker_entry(bhash, resp, at=now)
         key = value = None
         if entries:
             key, value = marker_key(txn), json.dumps(entries, separators=(",", ":"))

@@ -18,9 +18,12 @@ housekeeper aborts it within ``txn_timeout_s``); otherwise it never landed and t
 request is written afresh (its pointer is overwritten). A pointer written for a txn that
 later aborted is therefore harmless, and no commit's keys can be lost.
 
-Limits: both parameters stay in the table's parameters (one pointer per key, one marker
-per keyed commit); two servers given the same key at the same instant may both write it
-(one process serialises its own requests by key).
+Both records carry the time they were written (``at``, seconds since the epoch). Keys
+expire: after each housekeeping pass the server deletes pointers and markers older than
+``idempotency_retention_s`` (24 h by default, at least the txn timeout, so a key always
+outlives the txn that may commit it); a retry after that is written afresh. Two servers
+given the same key at the same instant may both write it (one process serialises its own
+requests by key).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from txn.store import TxnState, TxnStore
 
 __all__ = [
     "IDEM_PREFIX",
+    "RECORD_PREFIX",
     "TXN_PREFIX",
     "IdempotencyIndex",
     "Lookup",
@@ -50,8 +54,9 @@ __all__ = [
     "pointer_value",
 ]
 
-IDEM_PREFIX = "_meta.acidstream.http.idem."
-TXN_PREFIX = "_meta.acidstream.http.txn."
+RECORD_PREFIX = "_meta.acidstream.http."
+IDEM_PREFIX = RECORD_PREFIX + "idem."
+TXN_PREFIX = RECORD_PREFIX + "txn."
 MAX_KEY_CHARS = 255  # longer Idempotency-Key headers are refused (400)
 
 
@@ -77,12 +82,12 @@ def marker_key(txn_id: int) -> str:
     return f"{TXN_PREFIX}{txn_id}"
 
 
-def pointer_value(txn_id: int, bhash: str) -> str:
-    return json.dumps({"txn": txn_id, "body_sha256": bhash}, separators=(",", ":"))
+def pointer_value(txn_id: int, bhash: str, *, at: float) -> str:
+    return json.dumps({"txn": txn_id, "body_sha256": bhash, "at": at}, separators=(",", ":"))
 
 
-def marker_entry(bhash: str, response: Mapping[str, Any]) -> dict[str, Any]:
-    return {"body_sha256": bhash, "response": dict(response)}
+def marker_entry(bhash: str, response: Mapping[str, Any], *, at: float) -> dict[str, Any]:
+    return {"body_sha256": bhash, "response": dict(response), "at": at}
 
 
 class Outcome(Enum):
@@ -179,9 +184,53 @@ class IdempotencyIndex:
                     return _compare(entry["body_sha256"], entry["response"], bhash)
         return Lookup(Outcome.FRESH)
 
+    def prune(self, table: str, db_table: tuple[str, str], *, older_than: float) -> int:
+        """Delete the pointers and markers of a table written before ``older_than``
+        (seconds since the epoch), in one metastore transaction; returns how many.
+        A record without a readable time is kept. Blocking: call it off the event loop."""
+        db, name = db_table
+        with self._store_lock:
+            records = self._store.table_params_with_prefix(db, name, RECORD_PREFIX)
+            expired: list[str] = []
+            keys: set[str] = set()
+            for key, raw in records.items():
+                at = _written_at(raw)
+                if at is None or at >= older_than:
+                    continue
+                expired.append(key)
+                if key.startswith(IDEM_PREFIX):
+                    keys.add(key[len(IDEM_PREFIX) :])
+            if not expired:
+                return 0
+            n = self._store.delete_table_params(db, name, expired)
+        with self._lock:
+            for khash in keys:
+                self._recent.pop((table, khash), None)
+        return n
+
     def close(self) -> None:
         with self._store_lock:
             self._store.close()
+
+
+def _written_at(raw: str | None) -> float | None:
+    """The ``at`` of a pointer, or the oldest ``at`` of a marker's entries."""
+    try:
+        value = json.loads(raw or "")
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    if "txn" in value:
+        at = value.get("at")
+        return float(at) if isinstance(at, (int, float)) else None
+    times: list[float] = []
+    for e in value.values():
+        at = e.get("at") if isinstance(e, dict) else None
+        if not isinstance(at, (int, float)):
+            return None
+        times.append(float(at))
+    return min(times) if times else None
 
 
 def _compare(stored_bhash: str, response: Mapping[str, Any], bhash: str) -> Lookup:
