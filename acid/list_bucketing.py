@@ -19,11 +19,16 @@ This module is the one model and naming of list bucketing; the catalog persists
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from acid.errors import ConfigError, SerializationError
+from acid.hive_text import java_float_text
 from acid.partition_name import DEFAULT_PARTITION_NAME, check_partition_value, escape_path_name
+from acid.schema import HiveType
 
 __all__ = [
     "DEFAULT_DIR_NAME",
@@ -31,6 +36,7 @@ __all__ = [
     "SkewedInfo",
     "check_skewed_info",
     "check_skewed_location",
+    "declared_value_text",
     "default_dir_name",
     "format_skewed_values",
     "list_bucketing_dir_name",
@@ -349,3 +355,58 @@ def format_skewed_values(col_values: Sequence[Sequence[str]]) -> str:
         "(" + ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in t) + ")"
         for t in col_values
     )
+
+
+_INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
+
+
+def declared_value_text(value: str, hive: HiveType) -> str | None:
+    """The text Hive prints for a value of type ``hive`` written as ``value`` in
+    ``ON (...)``, or ``None`` when no value of that type is written so.
+
+    A row matches a declared tuple when its values print as the tuple's
+    (:mod:`acid.hive_text`), so ``06`` for an ``int`` or ``6`` for a ``double`` would never
+    match: the catalog refuses them, naming the text to declare (``6``, ``6.0``). Types
+    whose text is not checked here (``timestamp``, ``binary``) keep the value as written.
+    """
+    k = hive.kind
+    if k in _INT_BITS:
+        if not re.fullmatch(r"[+-]?[0-9]+", value):
+            return None
+        n, bits = int(value), _INT_BITS[k]
+        return str(n) if -(2 ** (bits - 1)) <= n < 2 ** (bits - 1) else None
+    if k == "boolean":
+        return value.lower() if value.lower() in ("true", "false") else None
+    if k in ("float", "double"):
+        try:
+            return java_float_text(float(value.strip()), single=k == "float")
+        except ValueError:
+            return None
+    if k == "decimal":
+        try:
+            d = decimal.Decimal(value.strip())
+        except decimal.InvalidOperation:
+            return None
+        precision, scale = hive.params
+        if not d.is_finite():
+            return None
+        # Stored at the column's scale (HALF_UP); more integer digits than fit is NULL.
+        d = d.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
+        if d.adjusted() >= precision - scale:
+            return None
+        text = format(d, "f")
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
+    if k == "date":
+        if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value.strip()):
+            return None
+        try:
+            return datetime.date.fromisoformat(value.strip()).isoformat()
+        except ValueError:
+            return None
+    if k == "varchar":
+        return value[: hive.params[0]]
+    if k == "char":
+        return value[: hive.params[0]].ljust(hive.params[0])
+    return value

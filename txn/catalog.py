@@ -15,11 +15,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from acid.errors import ConfigError
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo, check_skewed_info
+from acid.list_bucketing import (
+    DEFAULT_DIR_NAME,
+    SkewedInfo,
+    check_skewed_info,
+    declared_value_text,
+)
 from acid.partition_name import (
     make_partition_name,
 )
-from acid.schema import TableSchema, parse_hive_type
+from acid.schema import HiveType, TableSchema, parse_hive_type
 from acid.table_name import DEFAULT_DB
 
 __all__ = [
@@ -267,8 +272,8 @@ def _validate_skew(t: TableDef, skewed: SkewedInfo) -> SkewedInfo:
         )
     if not t.is_partitioned:
         raise ConfigError(f"{t.full_name}: list bucketing (SKEWED BY) needs a partitioned table")
-    data_cols = {n for n, _ in t.columns}
-    for c in info.col_names:
+    data_cols = dict(t.columns)
+    for i, c in enumerate(info.col_names):
         if c in t.partition_names:
             raise ConfigError(
                 f"{t.full_name}: skewed column {c!r} is a partition column; "
@@ -276,7 +281,29 @@ def _validate_skew(t: TableDef, skewed: SkewedInfo) -> SkewedInfo:
             )
         if c not in data_cols:
             raise ConfigError(f"{t.full_name}: skewed column {c!r} is not a column of the table")
+        typ = parse_hive_type(data_cols[c])
+        if typ.kind in ("array", "map", "struct", "uniontype"):
+            raise ConfigError(
+                f"{t.full_name}: skewed column {c!r} must have a primitive type, not {typ}"
+            )
+        for values in info.col_values:
+            _check_declared_value(t, c, typ, values[i])
     return info
+
+
+def _check_declared_value(t: TableDef, col: str, typ: HiveType, value: str) -> None:
+    # A row matches when its value prints as the declared text (acid.hive_text), so a
+    # value no row prints so would silently never match; '' is the NULL/empty directory.
+    if value == "":
+        return
+    text = declared_value_text(value, typ)
+    if text is None:
+        raise ConfigError(f"{t.full_name}: skewed value {value!r} of {col!r} is not a {typ} value")
+    if text != value:
+        raise ConfigError(
+            f"{t.full_name}: skewed value {value!r} of {col!r} would never match: Hive "
+            f"writes this {typ} value as {text!r}; declare that"
+        )
 
 
 def check_partition_skew(t: TableDef, values: Sequence[str | None]) -> None:

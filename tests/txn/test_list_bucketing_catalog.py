@@ -3,6 +3,8 @@ partitions keep the skew they were created with, validation, migration of older 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from acid.errors import ConfigError
@@ -10,11 +12,12 @@ from acid.list_bucketing import (
     DEFAULT_DIR_NAME,
     DEFAULT_KEY,
     SkewedInfo,
+    check_skewed_location,
     parse_skewed_location,
     parse_skewed_values,
 )
 from txn import TableDef, TxnStore, open_store
-from txn.catalog import ORC_INPUT_FORMAT, ORC_OUTPUT_FORMAT, ORC_SERDE
+from txn.catalog import ORC_INPUT_FORMAT, ORC_OUTPUT_FORMAT, ORC_SERDE, validate_table
 from txn.db import Database, Tx
 from txn.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -183,19 +186,90 @@ def test_alter_location_and_stored_as_dirs_change_only_the_table(db_store: TxnSt
         "location-key", "shared-dir",
     ],
 )  # fmt: skip
-def test_invalid_definitions_are_refused(
-    db_store: TxnStore, changes: dict[str, object], message: str
-) -> None:
+def test_invalid_definitions_are_refused(changes: dict[str, object], message: str) -> None:
+    """The rules (``validate_table``, which create_table and set_skewed both run)."""
     fields: dict[str, object] = {"skewed": SKEW_X, **changes}
     with pytest.raises(ConfigError, match=message):
-        db_store.create_table(_table(**fields))  # type: ignore[arg-type]
+        validate_table(_table(**fields))  # type: ignore[arg-type]
+
+
+def test_the_store_refuses_invalid_skew_and_keeps_nothing(db_store: TxnStore) -> None:
+    with pytest.raises(ConfigError, match="cannot be combined with hash bucketing"):
+        db_store.create_table(_table(bucket_cols=("x",), num_buckets=4))
+    with pytest.raises(ConfigError, match="needs a partitioned table"):
+        db_store.create_table(_table(partition_keys=()))
     assert db_store.list_tables("db") == []  # nothing half-created
-    # The same rules hold for ALTER TABLE ... SKEWED BY.
-    if "skewed" in changes:
-        db_store.create_table(_table("ok", skewed=None))
-        with pytest.raises(ConfigError, match=message):
-            db_store.set_skewed("db", "ok", changes["skewed"])  # type: ignore[arg-type]
-        assert db_store.get_table("db", "ok").skewed is None
+    db_store.create_table(_table())
+    bad = SkewedInfo(col_names=("x", "y"), col_values=(("1",),))
+    with pytest.raises(ConfigError, match=r"has 1 values; SKEWED BY \(x, y\) needs 2"):
+        db_store.set_skewed("db", "t", bad)
+    with pytest.raises(ConfigError, match="is absolute"):
+        db_store.set_skewed_location("db", "t", ("6",), "/abs/hot")
+    with pytest.raises(ConfigError, match="not a declared skewed value tuple"):
+        db_store.set_skewed_locations("db", "t", {("6",): "ok", ("7",): "seven"})
+    assert db_store.get_table("db", "t").skewed == SKEW_X  # unchanged
+
+
+@pytest.mark.parametrize(
+    ("typ", "value", "message"),
+    [
+        ("int", "06", "would never match: Hive writes this int value as '6'; declare that"),
+        ("int", "six", "'six' of 'v' is not a int value"),
+        ("tinyint", "300", "is not a tinyint value"),
+        ("double", "6", "writes this double value as '6.0'"),
+        ("double", "1e10", "as '1.0E10'"),
+        ("boolean", "TRUE", "as 'true'"),
+        ("decimal(5,2)", "1.50", "as '1.5'"),
+        ("decimal(5,2)", "1234", "is not a decimal(5,2) value"),
+        ("date", "2024-1-5", "is not a date value"),
+        ("varchar(3)", "abcd", "as 'abc'"),
+        ("char(3)", "ab", "as 'ab '"),
+        ("array<int>", "1", "must have a primitive type"),
+    ],
+)
+def test_declared_values_must_be_the_text_hive_writes(typ: str, value: str, message: str) -> None:
+    """A row matches a declared tuple when its value prints as the tuple's text, so a value
+    no row of the column's type prints so is refused instead of never matching."""
+    table = TableDef(
+        "db",
+        "t",
+        (("v", typ), ("y", "string")),
+        partition_keys=(("ds", "string"),),
+        parameters={"transactional": "true"},
+        skewed=SkewedInfo(col_names=("v",), col_values=((value,),), stored_as_dirs=True),
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_table(table)
+
+
+@pytest.mark.parametrize(
+    ("typ", "value"),
+    [
+        ("int", "-6"),
+        ("bigint", "9223372036854775807"),
+        ("double", "6.0"),
+        ("float", "0.1"),
+        ("double", "1.0E10"),
+        ("boolean", "false"),
+        ("decimal(5,2)", "1.5"),
+        ("date", "2024-01-05"),
+        ("char(3)", "ab "),
+        ("string", "06"),
+        ("timestamp", "2024-01-05 10:00:00"),
+        ("int", ""),
+    ],
+)
+def test_declared_values_in_hive_text_are_accepted(typ: str, value: str) -> None:
+    skew = SkewedInfo(col_names=("v",), col_values=((value,),), stored_as_dirs=True)
+    table = TableDef(
+        "db",
+        "t",
+        (("v", typ),),
+        partition_keys=(("ds", "string"),),
+        parameters={"transactional": "true"},
+        skewed=skew,
+    )
+    assert validate_table(table).skewed == skew
 
 
 @pytest.mark.parametrize(
@@ -214,13 +288,10 @@ def test_invalid_definitions_are_refused(
         (".hidden", "hidden"),
     ],
 )
-def test_skewed_locations_must_be_relative_directories(
-    db_store: TxnStore, location: str, message: str
-) -> None:
-    db_store.create_table(_table())
+def test_skewed_locations_must_be_relative_directories(location: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        db_store.set_skewed_location("db", "t", ("6",), location)
-    assert db_store.get_table("db", "t").skewed == SKEW_X
+        check_skewed_location(location)
+    assert check_skewed_location(" hot/x=6/ ") == "hot/x=6"
 
 
 def test_alter_needs_a_skewed_table(db_store: TxnStore) -> None:
