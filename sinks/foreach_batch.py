@@ -35,6 +35,7 @@ from typing import Any
 
 from acid import faults, layout
 from acid.errors import AcidStreamError, CommitStateUnknownError, ConfigError, SerializationError
+from acid.file_writer import RowIdSequence
 from acid.partitions import discover_partitions
 from acid.placement import Placement, TableLayout
 from acid.storage import Storage
@@ -251,16 +252,23 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
         dl_path = dead.path if dead.count else ""
     out_rows: list[dict[str, Any]] = []
     wids = plan.write_ids
+    files: list[tuple[str, int, str, pa.Table, RowIdSequence]] = []
     for (part, bucket), parts in sorted(tables.items(), key=lambda kv: kv[0]):
-        rows = pa.concat_tables(parts)
-        path = place.bucket_file(part, wids[0], wids[-1], stmt, bucket)
+        # A list-bucketed partition: one file per list-bucketing directory, numbered
+        # together so ROW__IDs stay unique per (write id, bucket).
+        seq = RowIdSequence()
+        files += [
+            (part, bucket, lb, t, seq) for lb, t in place.lb_groups(part, pa.concat_tables(parts))
+        ]
+    for part, bucket, lb, rows, seq in files:
+        path = place.bucket_file(part, wids[0], wids[-1], stmt, bucket, lb)
         # A file left by an earlier, failed attempt of this task: that attempt is dead
         # (Spark retries only after a failure; speculation is refused by the driver).
         place.storage.delete(path)
         place.storage.delete(layout.side_file_name(path))
         w = place.insert_writer(
             part, bucket, min_write_id=wids[0], max_write_id=wids[-1], statement_id=stmt,
-            streaming=True, options=opts.orc,
+            streaming=True, options=opts.orc, lb_dir=lb, row_ids=seq,
         )  # fmt: skip
         try:
             share, extra = divmod(rows.num_rows, len(wids))
@@ -479,7 +487,13 @@ class AcidSink:
             faults.point("sink.after_open")
             faults.point("sink.during_heartbeat")
             plan = _TaskPlan(
-                table=TableLayout.of(table),
+                # Each existing partition keeps the list bucketing it was created with.
+                table=TableLayout.of(
+                    table,
+                    partitions=store.list_partitions(self.db, self.table_name)
+                    if table.partition_keys
+                    else (),
+                ),
                 source=str(self.name),
                 write_ids=write_ids,
                 options=self.options,
