@@ -40,6 +40,8 @@ _EXPORTS = {
     "CommitConflictError": "acid.errors",
     "CommitStateUnknownError": "acid.errors",
     "LockTimeoutError": "acid.errors",
+    "NamespaceError": "acid.errors",
+    "LinkReadOnlyError": "acid.errors",
 }
 
 __all__ = [
@@ -48,7 +50,9 @@ __all__ = [
     "CommitConflictError",
     "CommitStateUnknownError",
     "ConfigError",
+    "LinkReadOnlyError",
     "LockTimeoutError",
+    "NamespaceError",
     "SerializationError",
     "SinkOptions",
     "StorageError",
@@ -71,7 +75,9 @@ if TYPE_CHECKING:
         CommitConflictError,
         CommitStateUnknownError,
         ConfigError,
+        LinkReadOnlyError,
         LockTimeoutError,
+        NamespaceError,
         SerializationError,
         StorageError,
         TableNotFoundError,
