@@ -6,7 +6,10 @@ unless a test armed that step, in one of two ways:
 
 - ``ACIDSTREAM_FAULTS=step1,step2`` in the environment of a child process: the process
   SIGKILLs itself when it reaches one of the steps (crash tests). The variable is read
-  once, on the first call of :func:`point`, never at import time.
+  once, on the first call of :func:`point`, never at import time. With
+  ``ACIDSTREAM_FAULTS_ONCE=<dir>`` an armed step kills only the first process to reach it
+  (it creates ``<dir>/<step>`` exclusively before dying; later hits, in any process, pass):
+  a Spark task's first attempt dies at the step and its retry goes through.
 - :func:`set_hook` in-process: the callable is called with each step's name and may raise
   to simulate a fault there (or disturb a server, e.g. terminate a PostgreSQL backend).
 
@@ -21,9 +24,10 @@ import os
 import signal
 from collections.abc import Callable
 
-__all__ = ["ENV", "point", "set_hook"]
+__all__ = ["ENV", "ONCE_ENV", "point", "set_hook"]
 
 ENV = "ACIDSTREAM_FAULTS"
+ONCE_ENV = "ACIDSTREAM_FAULTS_ONCE"
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,20 @@ def _armed_steps() -> frozenset[str]:
     return _armed
 
 
+def _first_hit(step: str) -> bool:
+    """Whether this hit of an armed step kills: always, unless :data:`ONCE_ENV` names a
+    directory, where only the hit that creates the step's marker file does (atomic across
+    processes: ``O_CREAT | O_EXCL``)."""
+    once = os.environ.get(ONCE_ENV)
+    if not once:
+        return True
+    try:
+        os.close(os.open(os.path.join(once, step), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def set_hook(hook: Callable[[str], None] | None) -> None:
     """Install (or with ``None`` remove) the in-process hook called at every step."""
     global _hook
@@ -50,7 +68,7 @@ def point(step: str, *, before_crash: Callable[[], None] | None = None) -> None:
     ``before_crash`` runs first when the process is about to die (a pipelining database
     connection flushes, so the crash falls between statements the server has run).
     """
-    if step in _armed_steps():
+    if step in _armed_steps() and _first_hit(step):
         if before_crash is not None:
             before_crash()
         log.warning("fault injection: SIGKILL at %s", step)

@@ -55,6 +55,8 @@ META_PREFIX = "_meta.acidstream.sink."
 AGENT_PREFIX = "acidstream-sink:"
 CRASH_POINTS = ("sink.after_open", "sink.during_heartbeat", "sink.after_files", "sink.after_commit")
 """The sink's fault-injection steps (``acid.faults``), in the order a micro-batch passes them."""
+TASK_CRASH_POINTS = ("sink.task_after_flush",)
+"""The executor task's fault-injection steps (each flush of a task's file)."""
 FILE_SCHEMA = (
     "partition string, path string, bucket int, stmt int, rows long, bad long, "
     "offsets string, dead_letter string, flushes string"
@@ -277,6 +279,9 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
                 n = share + (1 if i < extra else 0)
                 w.insert_arrow(wid, rows.slice(start, n))
                 w.flush()  # the txn boundary: intermediate footer + side-file length
+                # Executor side: a task attempt dying here leaves part of its file (chaos
+                # suite: Spark retries the task, which rewrites the file whole).
+                faults.point("sink.task_after_flush")
                 start += n
         except BaseException:
             w.abort()

@@ -20,6 +20,8 @@ import json
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 RESUME_KEY = "_meta.chaos.next"
@@ -57,6 +59,15 @@ def _install_hook(spec: dict[str, Any], store: Any) -> None:
             print(f"paused {name}", flush=True)
             os.kill(os.getpid(), signal.SIGSTOP)
             print("resumed", flush=True)
+        elif action == "hold":  # alive (threads run), blocked until the parent says go
+            print(f"holding {name}", flush=True)
+            sys.stdin.readline()
+            print("released", flush=True)
+        elif action == "pg_restart":  # the metastore's server restarts under the writer
+            import subprocess
+
+            subprocess.run(fault["restart_cmd"], check=True, capture_output=True, timeout=60)
+            print(f"restarted server at {name}", flush=True)
         elif action == "pg_terminate":
             import psycopg
 
@@ -68,6 +79,19 @@ def _install_hook(spec: dict[str, Any], store: Any) -> None:
     faults.set_hook(hook)
 
 
+def _clock(path: str | None) -> Callable[[], float]:
+    """The writer's wall clock: ``time.time()`` plus the offset in ``path`` (a clock jump the
+    parent simulates by rewriting the file), or plain ``time.time``."""
+    if not path:
+        return time.time
+
+    def clock() -> float:
+        with open(path) as f:
+            return time.time() + float(f.read().strip() or 0)
+
+    return clock
+
+
 def run_connection(spec: dict[str, Any]) -> int:
     """StreamingConnection: ``rows_per_txn`` events per txn, resuming from the table."""
     from acid.errors import StorageError, TransactionError, TxnAbortedError
@@ -75,7 +99,7 @@ def run_connection(spec: dict[str, Any]) -> int:
     from ingest.record_writers import StrictJsonWriter
     from txn.store import open_store
 
-    store = open_store(spec["store_url"])
+    store = open_store(spec["store_url"], clock=_clock(spec.get("clock_file")))
     db, name = spec["table"].split(".")
     raw = store.get_table_param(db, name, RESUME_KEY)
     start = json.loads(raw)["next"] if raw else 0

@@ -120,6 +120,14 @@ def backend_url(backend: str, directory: str) -> Iterator[str]:
 
     from tests.plugins.store_fixture import PG_URL
 
+    if backend == "pg-private":  # a cluster of our own, which scenarios may restart
+        from tests.chaos.services import private_postgres
+
+        pg = private_postgres()
+        if isinstance(pg, str):
+            raise RuntimeError(f"no private PostgreSQL cluster: {pg}")
+        PG_URL = pg.url  # noqa: N806
+
     schema = f"acidchaos_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in PG_URL else "?"
     try:
@@ -154,14 +162,23 @@ def child_env(faults: Sequence[str] = ()) -> dict[str, str]:
     return env
 
 
-def start_child(spec: dict[str, Any], *, faults: Sequence[str] = ()) -> subprocess.Popen[str]:
-    """The writer of ``spec`` in a child process (stdout piped, one line per step)."""
+def start_child(
+    spec: dict[str, Any],
+    *,
+    faults: Sequence[str] = (),
+    extra_env: dict[str, str] | None = None,
+    stdin: bool = False,
+    stderr: Any = subprocess.PIPE,
+) -> subprocess.Popen[str]:
+    """The writer of ``spec`` in a child process (stdout piped, one line per step; stdin
+    piped when the parent releases a held step)."""
     return subprocess.Popen(
         [sys.executable, "-m", "tests.chaos.child", json.dumps(spec)],
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
-        env=child_env(faults),
+        env={**child_env(faults), **(extra_env or {})},
         cwd=str(ROOT),
     )
 
@@ -810,3 +827,8 @@ def run_iteration(scenario: str, seed: int, store_url: str, warehouse: str) -> O
     except subprocess.TimeoutExpired as e:  # a hung process is a failed iteration, not a crash
         detail, ok = f"seed {seed} {scenario}: a process hung: {e}", False
     return Outcome(scenario, FAULTS[scenario], seed, ok, detail, time.monotonic() - start, files)
+
+
+# The infrastructure scenarios use this module's helpers and add themselves to SCENARIOS
+# and FAULTS: imported once everything above exists.
+import tests.chaos.scenarios_infra  # noqa: E402, F401

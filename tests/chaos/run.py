@@ -31,7 +31,9 @@ from tests.chaos.harness import (
 )
 
 PG_ONLY = {"connection-pg-terminate"}
-KAFKA_SCENARIOS = {"kafka-driver-kill"}
+PRIVATE_PG = {"connection-pg-restart"}
+"""Scenarios that restart the PostgreSQL server: on a private cluster (backend ``pg-private``)."""
+KAFKA_SCENARIOS = {"kafka-driver-kill", "kafka-task-retry", "kafka-broker-restart"}
 
 
 def _jvm_reader() -> Any:
@@ -87,7 +89,9 @@ def _start_broker() -> None:
     KAFKA["broker"] = broker
 
 
-def plan(iterations: int, base_seed: int, backends: list[str]) -> list[tuple[str, int, str]]:
+def plan(
+    iterations: int, base_seed: int, backends: list[str], *, private_pg: bool = True
+) -> list[tuple[str, int, str]]:
     """Round-robin over scenarios, alternating backends; seeds ``base_seed + i``."""
     cases: list[tuple[str, int, str]] = []
     names = [n for n in SCENARIOS if n not in KAFKA_SCENARIOS]
@@ -97,6 +101,8 @@ def plan(iterations: int, base_seed: int, backends: list[str]) -> list[tuple[str
         backend = backends[(i // len(names)) % len(backends)]
         if name in PG_ONLY:
             backend = "postgres" if "postgres" in backends else ""
+        if name in PRIVATE_PG:
+            backend = "pg-private" if private_pg else ""
         if backend:
             cases.append((name, base_seed + i, backend))
         i += 1
