@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from acid.directory import get_acid_state
+from acid.directory import get_acid_state, is_lb_dir_name
 from acid.errors import AcidStreamError
 from acid.layout import (
     ACID_FORMAT_FILE,
@@ -361,13 +361,21 @@ def _check_data_file(w: _Walk, f: FileInfo, parsed: ParsedBase | ParsedDelta) ->
 _KNOWN_IN_ACID_DIR = frozenset({ACID_FORMAT_FILE, METADATA_FILE})
 
 
-def _check_acid_dir(w: _Walk, d: FileInfo, parsed: ParsedBase | ParsedDelta) -> None:
-    w.dirs += 1
+def _check_acid_dir(
+    w: _Walk, d: FileInfo, parsed: ParsedBase | ParsedDelta, *, top: bool = True
+) -> None:
+    """The files of a base/delta, and of its list-bucketing directories (``k=v`` or the
+    default one, ``top=False``: the writers put a bucket's files and side files there)."""
+    if top:
+        w.dirs += 1
     for f in w.storage.list_dir(d.path):
         if is_hidden(f.name) and f.name not in _KNOWN_IN_ACID_DIR:
             continue
         if f.is_dir:
-            w.add("unknown_file", f.path, "a directory inside an ACID directory")
+            if is_lb_dir_name(f.name):
+                _check_acid_dir(w, f, parsed, top=False)
+            else:
+                w.add("unknown_file", f.path, "a directory inside an ACID directory")
             continue
         if f.name in _KNOWN_IN_ACID_DIR:
             continue

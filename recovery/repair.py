@@ -32,6 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from acid.directory import is_lb_dir_name
 from acid.layout import ParsedDelta, parse_dir_name, side_file_name
 from acid.partition_name import parse_partition_component
 from acid.storage import Storage
@@ -270,6 +271,10 @@ def _remove_aborted_dir(store: TxnStore, table: TableDef, storage: Storage, a: A
 
 def _recover(store: TxnStore, table: TableDef, storage: Storage, a: Action) -> Action:
     dir_path = a.path.rsplit("/", 1)[0]
+    while is_lb_dir_name(dir_path.rsplit("/", 1)[-1]):
+        # The file sits in a list-bucketing directory of the delta: its writer's batch is
+        # the delta's.
+        dir_path = dir_path.rsplit("/", 1)[0]
     parsed = parse_dir_name(dir_path.rsplit("/", 1)[-1])
     if not isinstance(parsed, ParsedDelta):
         return _skip(a, "not in a delta directory")

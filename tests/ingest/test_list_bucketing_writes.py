@@ -15,9 +15,14 @@ import pyarrow.orc as pa_orc
 import pytest
 
 from acid.errors import SerializationError
+from acid.file_writer import RowIdSequence
 from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acid.orc_options import OrcWriterOptions
+from acid.placement import Placement, TableLayout
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictJsonWriter
+from recovery.fsck import fsck_table
+from recovery.repair import repair_table
 from tests.ingest.conftest import snapshot_read
 from txn.catalog import TableDef
 from txn.store import TxnStore
@@ -219,3 +224,38 @@ def test_abort_after_auto_flush_keeps_files_of_every_dir_readable(store: TxnStor
     assert not list(delta.rglob("*_flush_length"))
     assert {str(p.relative_to(delta)) for p in delta.rglob("bucket_*")} == {
         "x=6/bucket_00000", "x=20/bucket_00000", f"{DEFAULT_DIR_NAME}/bucket_00000"}  # fmt: skip
+
+
+def test_fsck_and_repair_treat_list_bucketing_dirs_as_part_of_the_delta(
+    store: TxnStore,
+) -> None:
+    """A writer that died inside list-bucketing directories: fsck finds its side files
+    (not unknown directories), repair finishes each file where it sits."""
+    t = make_lb_table(store)
+    store.add_partition("default", "t", ["a"])
+    txn = store.open_txns(1, user="test", host="h")[0]
+    wid = store.allocate_write_ids([txn], "default", "t")[txn]
+    place = Placement(TableLayout.of(t, partitions=store.list_partitions("default", "t")))
+    seq = RowIdSequence()
+    for lb, rows in place.lb_groups("p=a", pa.table({"x": [6, 1, 20], "s": ["a", "b", "c"]})):
+        w = place.insert_writer(
+            "p=a", 0, min_write_id=wid, max_write_id=wid + 1, statement_id=-1,
+            streaming=True, options=OrcWriterOptions(), lb_dir=lb, row_ids=seq,
+        )  # fmt: skip
+        w.insert_arrow(wid, rows)
+        w.flush()  # ...and the writer dies here: its side file stays
+    store.commit_txn(txn)
+    txn2 = store.open_txns(1, user="test", host="h")[0]
+    store.allocate_write_ids([txn2], "default", "t")
+    store.abort_txn(txn2)
+    report = fsck_table(store, store.get_table("default", "t"))
+    kinds = Counter(f.kind for f in report.findings)
+    assert kinds["unknown_file"] == 0, report.findings
+    assert kinds["dead_writer_side_file"] == 3
+    repaired = repair_table(store, store.get_table("default", "t"), apply=True)
+    recovered = [a for a in repaired.actions if a.action == "recover_file" and a.done]
+    assert len(recovered) == 3, repaired.actions
+    delta = Path(str(t.location)) / "p=a" / f"delta_{wid:07d}_{wid + 1:07d}"
+    assert not list(delta.rglob("*_flush_length"))
+    assert len(list(delta.rglob("bucket_00000"))) == 3
+    assert sorted(snapshot_read(store, t).column("x").to_pylist()) == [1, 6, 20]
