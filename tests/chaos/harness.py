@@ -126,7 +126,7 @@ def backend_url(backend: str, directory: str) -> Iterator[str]:
         pg = private_postgres()
         if isinstance(pg, str):
             raise RuntimeError(f"no private PostgreSQL cluster: {pg}")
-        PG_URL = pg.url  # noqa: N806
+        PG_URL = pg.url
 
     schema = f"acidchaos_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in PG_URL else "?"

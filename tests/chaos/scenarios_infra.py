@@ -18,11 +18,11 @@ from typing import Any
 from tests.chaos import harness
 from tests.chaos.child import EXIT_OTHER_TYPED, EXIT_TXN_ABORTED
 from tests.chaos.harness import (
+    CONNECTION_STEPS,
     FUTURE_S,
     KAFKA_COLUMNS,
     TXN_TIMEOUT_S,
     ZOMBIE_STEPS,
-    CONNECTION_STEPS,
     InvariantViolation,
     Observer,
     Result,
@@ -195,7 +195,7 @@ def scenario_kafka_broker_restart(store_url: str, warehouse: str, seed: int) -> 
                 _produce(producer, topic, range(events - late, events), seed)
             finally:
                 producer.close()
-            out, _ = p.communicate(timeout=600)
+            p.communicate(timeout=600)
         err = (home / "job.err").read_text(errors="replace")
         if p.returncode not in (0, EXIT_OTHER_TYPED):
             raise InvariantViolation(f"{label}: the job exited {p.returncode}: {err[-1500:]}")

@@ -137,9 +137,10 @@ def s3_endpoint() -> str:
     moto = _moto_server()
     assert moto is not None
     port = free_port()
-    log = open(tempfile.mktemp(prefix="acidchaos-moto-", suffix=".log"), "wb")  # noqa: SIM115
-    proc = subprocess.Popen([moto, "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
+    fd, _log = tempfile.mkstemp(prefix="acidchaos-moto-", suffix=".log")
+    proc = subprocess.Popen([moto, "-p", str(port)], stdout=fd, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)  # fmt: skip
+    os.close(fd)
     atexit.register(proc.kill)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
