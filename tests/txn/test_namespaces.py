@@ -4,10 +4,12 @@ and links; namespace mode (a metastore setting) binds clients without a namespac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import acidstream
-from acid.errors import ConfigError, NamespaceError, TableNotFoundError
+from acid.errors import ConfigError, LinkReadOnlyError, NamespaceError, TableNotFoundError
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_json import StrictJsonWriter
 from sinks.foreach_batch import AcidSink
@@ -131,12 +133,18 @@ def test_sink_is_bound_by_its_namespace(store: TxnStore) -> None:
         check_namespace_mode(store, unbound.name, namespace=unbound.namespace)
 
 
-def test_http_table_settings_take_a_namespace() -> None:
-    from ingest.http.config import TableSettings
+def test_http_table_settings_take_a_namespace(tmp_path: Path) -> None:
+    from ingest.http.config import ServerConfig, TableSettings
 
     assert TableSettings(name="t1", namespace="b").qualified == "b.t1"
     with pytest.raises(NamespaceError, match="outside namespace a"):
         TableSettings(name="b.t1", namespace="a").qualified  # noqa: B018
+    cfg = tmp_path / "http.yaml"
+    cfg.write_text("tables: {t1: {namespace: b}}\n")
+    assert list(ServerConfig.load(cfg, env={}).tables) == ["b.t1"]  # served as /tables/b.t1
+    cfg.write_text("tables: {t1@b: {namespace: a}}\n")
+    with pytest.raises(LinkReadOnlyError, match="cannot serve t1@b"):
+        ServerConfig.load(cfg, env={})
 
 
 def test_reads_are_bound_too(store: TxnStore) -> None:
