@@ -174,25 +174,31 @@ def get_table(tx: Tx, db: str, name: str, *, check: bool = True) -> TableDef:
     )
     if row is None:
         raise TableNotFoundError(f"Table {db}.{name} not found in the catalog")
-    cols = tx.q(
-        "SELECT COL_KIND, COL_NAME, COL_TYPE, COL_ORDER FROM TBL_COLUMNS "
-        "WHERE COL_DB = ? AND COL_TBL = ? ORDER BY COL_KIND, COL_IDX",
-        db,
-        name,
+    # Columns, parameters and the table's skew in one round trip: rows
+    # (partition, kind, index, order, name or key, type or value), kinds c/p/b/s (columns),
+    # k (parameters) and skew_sql's f/n/v/l.
+    sql = (
+        "SELECT '', COL_KIND, COL_IDX, COL_ORDER, COL_NAME, COL_TYPE FROM TBL_COLUMNS "
+        "WHERE COL_DB = ? AND COL_TBL = ? "
+        "UNION ALL SELECT '', 'k', 0, 0, PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS "
+        "WHERE TP_DB = ? AND TP_TBL = ?"
     )
-    params = tx.q(
-        "SELECT PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS WHERE TP_DB = ? AND TP_TBL = ?", db, name
-    )
-    skew = skew_sql.read_skews(tx, db, name, (skew_sql.TABLE_KEY,))
+    args = [db, name, db, name]
+    if skew_sql.stored(tx):
+        sql += " UNION ALL " + skew_sql.select_sql("SK_DB = ? AND SK_TBL = ? AND SK_PART = ''")
+        args += [db, name] * 4
+    rows = tx.q(sql, *args)
+    cols = sorted((r for r in rows if r[1] in ("c", "p", "b", "s")), key=lambda r: (r[1], r[2]))
+    skew = skew_sql.assemble(r for r in rows if r[1] in ("f", "n", "v", "l"))
     return TableDef(
         db=db,
         name=name,
-        columns=tuple((c[1], c[2]) for c in cols if c[0] == "c"),
-        partition_keys=tuple((c[1], c[2]) for c in cols if c[0] == "p"),
-        bucket_cols=tuple(c[1] for c in cols if c[0] == "b"),
+        columns=tuple((c[4], c[5]) for c in cols if c[1] == "c"),
+        partition_keys=tuple((c[4], c[5]) for c in cols if c[1] == "p"),
+        bucket_cols=tuple(c[4] for c in cols if c[1] == "b"),
         num_buckets=row[5],
-        sort_cols=tuple((c[1], c[3]) for c in cols if c[0] == "s"),
-        parameters=dict(params),
+        sort_cols=tuple((c[4], c[3]) for c in cols if c[1] == "s"),
+        parameters={r[4]: r[5] for r in rows if r[1] == "k"},
         location=check_location(f"{db}.{name}", row[1]) if check else row[1],
         table_type=row[0],
         input_format=row[2],

@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from acid.list_bucketing import SkewedInfo
 from txn.db import Tx
 
-__all__ = ["TABLE_KEY", "delete_skew", "read_skews", "write_skew"]
+__all__ = [
+    "TABLE_KEY",
+    "assemble",
+    "delete_skew",
+    "read_skews",
+    "select_sql",
+    "stored",
+    "write_skew",
+]
 
 TABLE_KEY = ""
 """The partition-name key of a table's own definition."""
@@ -28,7 +37,7 @@ _TABLES = ("SKEWED_INFO", "SKEWED_COL_NAMES", "SKEWED_VALUES", "SKEWED_COL_VALUE
 _CHUNK = 400
 
 
-def _stored(tx: Tx) -> bool:
+def stored(tx: Tx) -> bool:
     """Whether the list-bucketing tables exist. A read-write store is migrated when it
     opens; a read-only one may be an older schema (``READABLE_FROM_VERSION``), where no
     table or partition is skewed."""
@@ -67,7 +76,7 @@ def write_skew(tx: Tx, db: str, table: str, part: str, info: SkewedInfo | None) 
 def delete_skew(tx: Tx, db: str, table: str, part: str | None = TABLE_KEY) -> None:
     """Forget the skew of a table's own definition or one partition (``part=None``: of the
     table and all its partitions)."""
-    if not _stored(tx):
+    if not stored(tx):
         return
     for name in _TABLES:
         if part is None:
@@ -89,26 +98,23 @@ def read_skews(
 
     One query per chunk of names: the four tables are read with one ``UNION ALL``.
     """
-    if not _stored(tx):
+    if not stored(tx):
         return {}
     if parts is None:
-        return _assemble(_query(tx, db, table, None))
+        return assemble(_query(tx, db, table, None))
     names = sorted(set(parts))
-    rows: list[Sequence[object]] = []
+    rows: list[Sequence[Any]] = []
     for i in range(0, len(names), _CHUNK):
         rows += _query(tx, db, table, names[i : i + _CHUNK])
-    return _assemble(rows)
+    return assemble(rows)
 
 
-def _query(tx: Tx, db: str, table: str, names: Sequence[str] | None) -> list[Sequence[object]]:
-    if names is not None and not names:
-        return []
-    where = "SK_DB = ? AND SK_TBL = ?"
-    params: list[object] = [db, table]
-    if names is not None:
-        where += f" AND SK_PART IN ({', '.join('?' * len(names))})"
-        params += names
-    sql = (
+def select_sql(where: str) -> str:
+    """The four tables as one ``UNION ALL`` of rows ``(partition, kind, i, j, text,
+    location)`` for :func:`assemble`; ``where`` (on ``SK_DB``, ``SK_TBL``, ``SK_PART``) is
+    repeated in each branch, so its parameters are given four times. Kinds are ``f``
+    (flag), ``n`` (column name), ``v`` (value), ``l`` (location)."""
+    return (
         f"SELECT SK_PART, 'f', IS_STOREDASSUBDIRECTORIES, 0, '', '' FROM SKEWED_INFO "
         f"WHERE {where} "
         f"UNION ALL SELECT SK_PART, 'n', INTEGER_IDX, 0, SKEWED_COL_NAME, '' "
@@ -118,30 +124,42 @@ def _query(tx: Tx, db: str, table: str, names: Sequence[str] | None) -> list[Seq
         f"UNION ALL SELECT SK_PART, 'l', 0, 0, LOC_KEY, LOCATION "
         f"FROM SKEWED_COL_VALUE_LOC_MAP WHERE {where}"
     )
-    return list(tx.q(sql, *(params * 4)))
 
 
-def _assemble(rows: Iterable[Sequence[object]]) -> dict[str, SkewedInfo]:
+def _query(tx: Tx, db: str, table: str, names: Sequence[str] | None) -> list[Sequence[Any]]:
+    if names is not None and not names:
+        return []
+    where = "SK_DB = ? AND SK_TBL = ?"
+    params: list[object] = [db, table]
+    if names is not None:
+        where += f" AND SK_PART IN ({', '.join('?' * len(names))})"
+        params += names
+    return list(tx.q(select_sql(where), *(params * 4)))
+
+
+def assemble(rows: Iterable[Sequence[Any]]) -> dict[str, SkewedInfo]:
+    """Skew definitions by partition key from :func:`select_sql`'s rows."""
     flags: dict[str, bool] = {}
-    names: dict[str, dict[int, str]] = {}
-    values: dict[str, dict[int, dict[int, str]]] = {}
+    names: dict[str, list[tuple[int, str]]] = {}
+    values: dict[str, list[tuple[int, int, str]]] = {}
     locations: dict[str, dict[tuple[str, ...], str]] = {}
     for part, kind, i, j, text, loc in rows:
-        p, idx, pos, t = str(part), int(str(i)), int(str(j)), str(text)
         if kind == "f":
-            flags[p] = bool(idx)
+            flags[part] = bool(i)
         elif kind == "n":
-            names.setdefault(p, {})[idx] = t
+            names.setdefault(part, []).append((i, text))
         elif kind == "v":
-            values.setdefault(p, {}).setdefault(idx, {})[pos] = t
+            values.setdefault(part, []).append((i, j, text))
         else:
-            locations.setdefault(p, {})[tuple(str(x) for x in json.loads(t))] = str(loc)
+            locations.setdefault(part, {})[tuple(json.loads(text))] = loc
     out = {}
     for p, stored_as_dirs in flags.items():
-        vals = values.get(p, {})
+        tuples: dict[int, list[str]] = {}
+        for i, _, v in sorted(values.get(p, ())):
+            tuples.setdefault(i, []).append(v)
         out[p] = SkewedInfo(
-            col_names=tuple(n for _, n in sorted(names.get(p, {}).items())),
-            col_values=tuple(tuple(v for _, v in sorted(vals[k].items())) for k in sorted(vals)),
+            col_names=tuple(n for _, n in sorted(names.get(p, ()))),
+            col_values=tuple(tuple(t) for t in tuples.values()),
             location_map=locations.get(p, {}),
             stored_as_dirs=stored_as_dirs,
         )
