@@ -24,7 +24,7 @@ from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
 from txn.config import StoreConfig
-from txn.namespaces import check_table_namespace, link_filter, resolve_read
+from txn.namespaces import check_table_namespace, resolve_read, scan_read
 
 __all__ = [
     "NoSnapshotWarning",
@@ -159,26 +159,24 @@ def scan_table(
     """The output schema and the batches of a snapshot read (see :func:`read_table`).
     A catalog table nothing was written to yet (no directory) reads as zero rows."""
     from acid.read_plan import build_plan
-    from acid.reader import scan
 
     t = resolve(
         name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns,
         namespace=namespace,
     )  # fmt: skip
     _warn_if_no_snapshot(t)
-    if t.partitions is not None:
-        kwargs["filter"] = link_filter(t.partitions, kwargs.get("filter"))
     if t.schema is not None:
         kwargs.setdefault("schema", t.schema)
-        if not _exists(t.path) or t.partitions == frozenset():
+        if not _exists(t.path):
             schema = build_plan(
                 None, schema=t.schema, partition_names=t.partition_keys, columns=columns,
                 include_row_id=include_row_id, filter=None,
                 timestamp_unit=kwargs.get("timestamp_unit", "us"),
             ).schema()  # fmt: skip
             return schema, iter(())
-    s = scan(t.path, write_ids=t.write_ids, txns=t.txns, columns=columns,
-             include_row_id=include_row_id, **kwargs)  # fmt: skip
+    s = scan_read(t.path, partitions=t.partitions, partition_keys=t.partition_keys,
+                  write_ids=t.write_ids, txns=t.txns, columns=columns,
+                  include_row_id=include_row_id, **kwargs)  # fmt: skip
     return s.schema, iter(s.batches)
 
 

@@ -22,6 +22,7 @@ same code (snapshot, cleaner protection) as a direct read of the target.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,8 +32,7 @@ from acid.errors import ConfigError, LinkReadOnlyError, NamespaceError, TableNot
 from acid.table_name import DEFAULT_DB, TableName
 
 if TYPE_CHECKING:
-    import pyarrow.compute as pc
-
+    from acid.reader import Scan
     from txn.links_sql import LinkDef
     from txn.store import TxnStore
 
@@ -44,11 +44,11 @@ __all__ = [
     "check_table_namespace",
     "is_link_name",
     "link_allows",
-    "link_filter",
     "parse_name",
     "refuse_link",
     "resolve_read",
     "resolve_write",
+    "scan_read",
 ]
 
 _IDENT = r"\w+"
@@ -250,32 +250,42 @@ def resolve_read(store: TxnStore, name: str, *, namespace: str | None = None) ->
     return ReadRef(TableName(link.target_db, link.target_table), link)
 
 
-def link_filter(partitions: frozenset[str], other: Any = None) -> pc.Expression:
-    """A row filter keeping the rows of ``partitions`` (a static link's), ANDed with a
-    reader's own ``other`` filter (``(column, op, value)`` tuples or an expression).
+def scan_read(
+    path: str,
+    *,
+    partitions: frozenset[str] | None = None,
+    partition_keys: tuple[str, ...] = (),
+    **kwargs: Any,
+) -> Scan:
+    """:func:`acid.reader.scan` of a table directory, restricted to a static link's
+    ``partitions`` when given: each exposed partition directory is scanned as a reader
+    scans a partition path (its values still returned), the others are never listed.
+    ``kwargs`` are ``scan``'s; ``schema`` (the catalog's) gives an empty read its columns."""
+    from acid.reader import Scan, scan
 
-    Readers return partition values as strings, ``None`` for Hive's default partition.
-    """
-    import pyarrow.compute as pc
+    if partitions is None:
+        return scan(path, **kwargs)
+    from acid.read_plan import build_plan
+    from acid.storage import Storage
 
-    from acid.partition_name import DEFAULT_PARTITION_NAME, parse_partition_name
-    from acid.read_plan import predicate_expr
-
-    keep: pc.Expression | None = None
+    scans = []
     for name in sorted(partitions):
-        one: pc.Expression | None = None
-        for k, v in parse_partition_name(name):
-            f = pc.field(k.lower())
-            e = f.is_null() if v == DEFAULT_PARTITION_NAME else f == v
-            one = e if one is None else one & e
-        if one is not None:
-            keep = one if keep is None else keep | one
-    if keep is None:
-        keep = pc.scalar(False)
-    if other is None:
-        return keep
-    mine = other if isinstance(other, pc.Expression) else predicate_expr(list(other))
-    return mine & keep
+        part = f"{path.rstrip('/')}/{name}"
+        storage, p = Storage.for_path(part)
+        if storage.exists(p):  # registered but not written yet: no rows
+            scans.append(scan(part, **kwargs))
+    if scans:
+        return Scan(scans[0].schema, itertools.chain.from_iterable(s.batches for s in scans))
+    plan = build_plan(
+        None,
+        schema=kwargs.get("schema"),
+        partition_names=partition_keys,
+        columns=kwargs.get("columns"),
+        include_row_id=kwargs.get("include_row_id", False),
+        filter=None,
+        timestamp_unit=kwargs.get("timestamp_unit", "us"),
+    )
+    return Scan(plan.schema(), iter(()))
 
 
 def link_allows(

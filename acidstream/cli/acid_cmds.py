@@ -136,14 +136,11 @@ def _location_exists(target: _Target) -> bool:
 def _cmd_read(args: argparse.Namespace) -> int:
     from acid.json_values import json_lines
     from acid.read_plan import build_plan
-    from acid.reader import scan
-    from txn.namespaces import link_filter
+    from txn.namespaces import scan_read
 
     target = _resolve_table_arg(args.path, args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    if target.schema is not None and (
-        not _location_exists(target) or target.partitions == frozenset()
-    ):
+    if target.schema is not None and not _location_exists(target):
         # A catalog table nothing was written to has no directory yet: zero rows.
         schema = build_plan(
             None,
@@ -156,14 +153,15 @@ def _cmd_read(args: argparse.Namespace) -> int:
         ).schema()
         batches: Iterable[pa.Table] = ()
     else:
-        s = scan(
+        s = scan_read(
             target.path,
+            partitions=target.partitions,  # through a static link: only its partitions
+            partition_keys=target.partition_keys,
             write_ids=args.write_ids,
             txns=args.txns,
             columns=columns,
             include_row_id=args.row_id,
             schema=target.schema,
-            filter=None if target.partitions is None else link_filter(target.partitions),
         )
         schema, batches = s.schema, s.batches
     out = sys.stdout
