@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
@@ -23,6 +24,7 @@ from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictJsonWriter
 from recovery.fsck import fsck_table
 from recovery.repair import repair_table
+from tests.http.conftest import ServerProcess, base_config, write_config
 from tests.ingest.conftest import snapshot_read
 from txn.catalog import TableDef
 from txn.store import TxnStore
@@ -259,3 +261,35 @@ def test_fsck_and_repair_treat_list_bucketing_dirs_as_part_of_the_delta(
     assert not list(delta.rglob("*_flush_length"))
     assert len(list(delta.rglob("bucket_00000"))) == 3
     assert sorted(snapshot_read(store, t).column("x").to_pylist()) == [1, 6, 20]
+
+
+def test_http_server_routes_rows_and_rejects_the_default_dir_partition_value(
+    store: TxnStore, store_url: str, warehouse: str, tmp_path: Path
+) -> None:
+    """The HTTP server writes through the connection (same placement) and refuses the
+    reserved partition value per line, at parse time, as a bad record."""
+    t = make_lb_table(store)
+    cfg = base_config(store_url, warehouse, {"default.t": {"format": "json"}})
+    proc = ServerProcess(write_config(tmp_path / "cfg.yaml", cfg), tmp_path / "log", None)
+    url = proc.start()
+    try:
+        body = b"\n".join(
+            [rec(6, "h"), rec(7, "h"), rec(20, "h"), rec(6, "bad", DEFAULT_DIR_NAME), rec(6, "h")]
+        )
+        with httpx.Client(base_url=url, timeout=30) as client:
+            r = client.post(
+                "/v1/tables/default.t",
+                content=body,
+                headers={"Content-Type": "application/x-ndjson"},
+            )
+    finally:
+        proc.kill()
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["accepted"] == 4 and out["rejected"] == 1
+    assert out["rejections"][0]["line"] == 4
+    assert DEFAULT_DIR_NAME in out["rejections"][0]["reason"]
+    files = files_under(Path(str(t.location)) / "p=a")
+    assert {str(Path(p).parent.name) for p in files} == {"x=6", "x=20", DEFAULT_DIR_NAME}
+    assert sum(len(rows) for rows in files.values()) == 4
+    assert_row_ids_unique(files)
