@@ -304,6 +304,12 @@ def check_skewed_info(info: SkewedInfo) -> SkewedInfo:
     for c in cols:
         if not c or not all(ch.isalnum() or ch == "_" for ch in c):
             raise ConfigError(f"invalid skewed column name {c!r}")
+        if c.startswith("_"):
+            # Its directories (_x=6) would be hidden files to Hive's and our readers.
+            raise ConfigError(
+                f"skewed column {c!r} starts with '_': its directories ({c}=...) would be "
+                "taken for hidden files and skipped by readers"
+            )
     dup = sorted({c for c in cols if cols.count(c) > 1})
     if dup:
         raise ConfigError(f"skewed column {dup[0]!r} is listed twice")

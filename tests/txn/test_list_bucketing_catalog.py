@@ -26,12 +26,13 @@ SKEW_X = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_di
 
 def _table(name: str = "t", *, skewed: SkewedInfo | None = SKEW_X, **kw: object) -> TableDef:
     fields: dict[str, object] = {
+        "columns": (("x", "int"), ("y", "string"), ("z", "int")),
         "partition_keys": (("ds", "string"),),
         "parameters": {"transactional": "true"},
         "skewed": skewed,
     }
     fields.update(kw)
-    return TableDef("db", name, (("x", "int"), ("y", "string"), ("z", "int")), **fields)  # type: ignore[arg-type]
+    return TableDef(db="db", name=name, **fields)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -175,6 +176,7 @@ def test_alter_location_and_stored_as_dirs_change_only_the_table(db_store: TxnSt
         ({"skewed": SkewedInfo(col_names=("x",), col_values=(("1",), ("1",)))}, "\\('1'\\) is listed twice"),
         ({"skewed": SkewedInfo(col_names=("x",), col_values=())}, "at least one value tuple"),
         ({"skewed": SkewedInfo(col_names=(), col_values=(("1",),))}, "at least one column"),
+        ({"columns": (("_x", "int"),), "skewed": SkewedInfo(col_names=("_x",), col_values=(("1",),))}, "taken for hidden files"),
         ({"skewed": SkewedInfo(col_names=("y",), col_values=(("a\x00b",),))}, "NUL"),
         ({"skewed": SkewedInfo(col_names=("y",), col_values=(("v" * 300,),))}, "bytes escaped"),
         ({"skewed": SkewedInfo(col_names=("x",), col_values=(("6",),), location_map={("7",): "d"})}, "not a declared skewed value tuple"),
@@ -182,7 +184,7 @@ def test_alter_location_and_stored_as_dirs_change_only_the_table(db_store: TxnSt
     ],
     ids=[
         "hash-bucketed", "unpartitioned", "partition-key", "unknown-column", "duplicate-column",
-        "arity", "duplicate-tuple", "no-values", "no-columns", "nul-value", "long-value",
+        "arity", "duplicate-tuple", "no-values", "no-columns", "hidden-dir", "nul-value", "long-value",
         "location-key", "shared-dir",
     ],
 )  # fmt: skip
