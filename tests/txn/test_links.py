@@ -11,7 +11,13 @@ from collections.abc import Callable
 import pytest
 
 import acidstream
-from acid.errors import ConfigError, LinkReadOnlyError, NamespaceError, TableNotFoundError
+from acid.errors import (
+    AcidFormatError,
+    ConfigError,
+    LinkReadOnlyError,
+    NamespaceError,
+    TableNotFoundError,
+)
 from compaction.cleaner import Cleaner
 from compaction.worker import Worker
 from ingest.connection import StreamingConnection, StreamingOptions
@@ -324,3 +330,21 @@ def test_namespace_binding_refuses_other_namespaces_for_link_reads(store: TxnSto
     store.create_link("a", "b", "t1")
     with pytest.raises(NamespaceError, match=r"^default\.t1@b is outside namespace a "):
         resolve_read(store, "default.t1@b", namespace="a")
+
+
+def test_static_link_reads_never_open_the_other_partitions(store: TxnStore) -> None:
+    """A static link's read scans only its partition directories: a corrupt file in a
+    partition it does not expose breaks a direct read of B's table, not the link's."""
+    from pathlib import Path
+
+    t = make_namespaces(store)
+    write(store, [("1", range(0, 2)), ("2", range(10, 12))])
+    store.create_link("a", "b", "t1")
+    store.alter_link_partition("a", "b", "t1", "ds=1", add=True)
+    assert t.location is not None
+    for f in (Path(t.location) / "ds=2").glob("delta_*/bucket_*"):
+        f.write_bytes(b"not an ORC file")
+    wh = store.warehouse or ""
+    with pytest.raises(AcidFormatError, match=r"ds=2/delta_.*not a readable ORC file"):
+        _read(store.url, wh, "b.t1")
+    assert _read(store.url, wh, "t1@b", namespace="a") == [0, 1]
