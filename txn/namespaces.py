@@ -136,7 +136,8 @@ def _bind(ref: NameRef, namespace: str | None, mode_on: bool) -> str:
         )
         raise NamespaceError(
             f"{ref} is outside namespace {bound} ({why}); name {bound}'s tables ({ref.table}) "
-            f"or its links ({ref.table}@{ref.db}), or bind the client to namespace {ref.db}"
+            f"or its links ({ref.table}@{ref.link_owner or ref.db}), or bind the client to "
+            f"namespace {ref.db}"
         )
     return bound
 

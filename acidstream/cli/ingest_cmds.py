@@ -48,6 +48,7 @@ def register(subparsers: Any) -> None:
         "--dead-letter", metavar="DIR",
         help="divert bad records (with the reason) to a file in this directory",
     )  # fmt: skip
+    p.add_argument("--namespace", help="bind to this namespace: TABLE is then T or <namespace>.T")
     p.add_argument(
         "--resume", action="store_true",
         help="skip what earlier runs committed from these files (by file and byte offset)",
@@ -225,7 +226,11 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         raise ConfigError("--txn-rows must be >= 1")
     if args.max_record_bytes < 1:
         raise ConfigError("--max-record-bytes must be >= 1")
-    opts = StreamingOptions(txns_per_batch=args.txns_per_batch, dead_letter_path=args.dead_letter)
+    opts = StreamingOptions(
+        txns_per_batch=args.txns_per_batch,
+        dead_letter_path=args.dead_letter,
+        namespace=args.namespace,  # docs/namespaces.md
+    )
     store = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse).open()
     try:
         with StreamingConnection(

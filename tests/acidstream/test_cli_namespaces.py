@@ -119,3 +119,13 @@ def test_usage_table_and_json_match_a_walk_of_the_files(store: TxnStore, cli: Cl
     ]
     assert lines[2].split()[:5] == ["b", "1", "2", str(w.files), str(w.bytes)]
     assert len(lines) == 3
+
+
+def test_ingest_is_bound_by_namespace(store: TxnStore, cli: Cli, tmp_path: Path) -> None:
+    make_namespaces(store)
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"id": 1, "msg": "x", "ds": "1"}\n{"id": 2, "msg": "y", "ds": "2"}\n')
+    _refused(cli("ingest", "b.t1", "--namespace", "a", "--format", "json", str(data)), "outside")
+    assert cli("ingest", "t1", "--namespace", "b", "--format", "json", str(data))[0] == 0
+    code, out, _ = cli("read", "t1", "--namespace", "b", "--columns", "id")
+    assert code == 0 and sorted(json.loads(x)["id"] for x in out.splitlines()) == [1, 2]
