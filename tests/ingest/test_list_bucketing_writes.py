@@ -5,8 +5,10 @@ streaming file, partitions keeping the layout they were created with."""
 
 from __future__ import annotations
 
+import errno
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid.errors import SerializationError
+from acid.errors import SerializationError, StorageError
 from acid.file_writer import RowIdSequence
 from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
 from acid.orc_options import OrcWriterOptions
@@ -26,6 +28,7 @@ from recovery.fsck import fsck_table
 from recovery.repair import repair_table
 from tests.http.conftest import ServerProcess, base_config, write_config
 from tests.ingest.conftest import snapshot_read
+from tests.plugins.faulty_fs import FaultPlan, install
 from txn.catalog import TableDef
 from txn.store import TxnStore
 
@@ -293,3 +296,60 @@ def test_http_server_routes_rows_and_rejects_the_default_dir_partition_value(
     assert {str(Path(p).parent.name) for p in files} == {"x=6", "x=20", DEFAULT_DIR_NAME}
     assert sum(len(rows) for rows in files.values()) == 4
     assert_row_ids_unique(files)
+
+
+@pytest.fixture
+def fault_plan() -> Iterator[FaultPlan]:
+    p = install()
+    yield p
+    p.disarm()
+
+
+@pytest.mark.parametrize("op", ["write", "hflush"])
+def test_disk_failure_mid_batch_keeps_committed_rows_of_every_dir(
+    store: TxnStore, tmp_path: Path, fault_plan: FaultPlan, op: str
+) -> None:
+    """A storage failure aborts the txn and abandons the files of every list-bucketing
+    directory (each cut back to its last flush): what was committed reads back exactly."""
+
+    def stream(name: str, txns: int) -> tuple[list[str], StorageError | None]:
+        committed: list[str] = []
+        with StreamingConnection(
+            name,
+            record_writer=StrictJsonWriter(),
+            store=store,
+            options=StreamingOptions(txns_per_batch=4),
+        ) as c:
+            for k in range(txns):
+                c.begin_transaction()
+                msgs = [f"{name}-{k}-{i}" for i in range(300)]
+                c.write_block([rec((6, 20, i)[i % 3], m) for i, m in enumerate(msgs)])
+                try:
+                    c.commit_transaction()
+                except StorageError as e:
+                    return committed, e
+                committed += msgs
+        return committed, None
+
+    def table(name: str) -> TableDef:
+        return store.create_table(
+            TableDef(
+                db="default", name=name, columns=(("x", "int"), ("s", "string")),
+                partition_keys=(("p", "string"),), parameters={"transactional": "true"},
+                skewed=SKEW, location=f"faulty://{tmp_path}/{name}",
+            )
+        )  # fmt: skip
+
+    table("dry")
+    stream("dry", 8)
+    t = table("t")
+    fault_plan.arm(op, fault_plan.counts[op] // 2, errno.EIO)
+    committed, failure = stream("t", 8)
+    fault_plan.disarm()
+    assert failure is not None and "committed data is intact" in str(failure)
+    assert committed  # some txns committed before the failure
+    assert sorted(snapshot_read(store, t).column("s").to_pylist()) == sorted(committed)
+    more, failure = stream("t", 1)
+    assert failure is None
+    got = snapshot_read(store, t).column("s").to_pylist()
+    assert sorted(got) == sorted(committed + more)
