@@ -248,48 +248,73 @@ def add_partition(
     if not t.is_partitioned:
         raise ConfigError(f"{t.full_name} is not partitioned")
     ordered = _values_in_order(t, values)
-    name = t.partition_name(ordered)
-    (info,) = _with_skew(tx, t, [_ensure_partition(tx, t, name, tuple(ordered), now_ms)])
+    (info,) = _ensure_partitions(tx, t, [(t.partition_name(ordered), tuple(ordered))], now_ms)
     return info
 
 
-def _with_skew(tx: Tx, t: TableDef, infos: list[PartitionInfo]) -> list[PartitionInfo]:
-    """Fill in the skew of partitions that already existed (new ones carry the table's)."""
-    existing = [p.name for p in infos if p.exists]
-    if not existing:
-        return infos
-    skews = skew_sql.read_skews(tx, t.db, t.name, existing)
-    return [replace(p, skewed=skews.get(p.name)) if p.exists else p for p in infos]
+# Partition names per query: well under SQLite's and PostgreSQL's parameter limits.
+_CHUNK = 400
 
 
-def _ensure_partition(
-    tx: Tx, t: TableDef, name: str, values: tuple[str | None, ...], now_ms: int
-) -> PartitionInfo:
-    """Create the partition if missing; a new one copies the table's skew (as Hive copies
-    the table's storage descriptor), in this DB transaction."""
-    location = f"{t.location}/{name}"
-    created = tx.count(
-        "INSERT INTO PARTITIONS (PART_DB, PART_TBL, PART_NAME, LOCATION, CREATE_TIME) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (PART_DB, PART_TBL, PART_NAME) DO NOTHING",
-        t.db,
-        t.name,
-        name,
-        location,
-        now_ms,
-    )
-    if created == 0:
-        row = tx.one(
-            "SELECT LOCATION FROM PARTITIONS WHERE PART_DB = ? AND PART_TBL = ? AND PART_NAME = ?",
+def _existing_partitions(
+    tx: Tx, t: TableDef, names: Sequence[str]
+) -> dict[str, tuple[str, SkewedInfo | None]]:
+    """Location and own skew of those of ``names`` that exist: one round trip per chunk
+    (the partitions and their skew in one ``UNION ALL``)."""
+    out: dict[str, tuple[str, SkewedInfo | None]] = {}
+    unique = sorted(set(names))
+    for i in range(0, len(unique), _CHUNK):
+        chunk = unique[i : i + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        sql = (
+            "SELECT PART_NAME, 'P', 0, 0, LOCATION, '' FROM PARTITIONS "
+            f"WHERE PART_DB = ? AND PART_TBL = ? AND PART_NAME IN ({marks})"
+        )
+        args = [t.db, t.name, *chunk]
+        if skew_sql.stored(tx):
+            where = f"SK_DB = ? AND SK_TBL = ? AND SK_PART IN ({marks})"
+            sql += " UNION ALL " + skew_sql.select_sql(where)
+            args += [t.db, t.name, *chunk] * 4
+        rows = tx.q(sql, *args)
+        skews = skew_sql.assemble(r for r in rows if r[1] != "P")
+        for r in rows:
+            if r[1] == "P":
+                loc = check_location(f"{t.full_name} partition {r[0]}", r[4])
+                out[r[0]] = (loc, skews.get(r[0]))
+    return out
+
+
+def _ensure_partitions(
+    tx: Tx, t: TableDef, parts: Sequence[tuple[str, tuple[str | None, ...]]], now_ms: int
+) -> list[PartitionInfo]:
+    """Create the partitions ``(name, values)`` that are missing; a new one copies the
+    table's skew (as Hive copies the table's storage descriptor) in this DB transaction,
+    an existing one reports its own."""
+    existing = _existing_partitions(tx, t, [name for name, _ in parts])
+    out = []
+    for name, values in parts:
+        if name in existing:
+            location, skewed = existing[name]
+            out.append(PartitionInfo(name, location, True, values, skewed))
+            continue
+        location = f"{t.location}/{name}"
+        created = tx.count(
+            "INSERT INTO PARTITIONS (PART_DB, PART_TBL, PART_NAME, LOCATION, CREATE_TIME) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (PART_DB, PART_TBL, PART_NAME) DO NOTHING",
             t.db,
             t.name,
             name,
+            location,
+            now_ms,
         )
-        if row is not None:
-            location = check_location(f"{t.full_name} partition {name}", row[0])
-        return PartitionInfo(name=name, location=location, exists=True, values=values)
-    check_partition_skew(t, values)
-    skew_sql.write_skew(tx, t.db, t.name, name, t.skewed)
-    return PartitionInfo(name=name, location=location, exists=False, values=values, skewed=t.skewed)
+        if created == 0:  # named twice, or created by a concurrent transaction just now
+            location, skewed = _existing_partitions(tx, t, [name])[name]
+            out.append(PartitionInfo(name, location, True, values, skewed))
+            continue
+        check_partition_skew(t, values)
+        skew_sql.write_skew(tx, t.db, t.name, name, t.skewed)
+        out.append(PartitionInfo(name, location, False, values, t.skewed))
+    return out
 
 
 def ensure_partitions_by_name(
@@ -297,15 +322,15 @@ def ensure_partitions_by_name(
 ) -> list[PartitionInfo]:
     """Register dynamic partitions named ``k1=v1/k2=v2`` (created if missing)."""
     t = get_table(tx, db, table)
-    out = []
+    parts = []
     for name in names:
         pairs = parse_partition_name(name)
         if tuple(k for k, _ in pairs) != t.partition_names:
             raise ConfigError(
                 f"partition {name!r} does not match {t.full_name}'s keys {t.partition_names}"
             )
-        out.append(_ensure_partition(tx, t, name, tuple(v for _, v in pairs), now_ms))
-    return _with_skew(tx, t, out)
+        parts.append((name, tuple(v for _, v in pairs)))
+    return _ensure_partitions(tx, t, parts, now_ms)
 
 
 def list_partitions(tx: Tx, db: str, table: str) -> list[PartitionInfo]:
