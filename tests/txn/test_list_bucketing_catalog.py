@@ -137,6 +137,22 @@ def test_dynamic_partitions_of_a_commit_copy_the_table_skew(db_store: TxnStore) 
     ]
 
 
+def test_registration_of_many_and_repeated_partitions(db_store: TxnStore) -> None:
+    """More names than one query takes (chunks), and a name given twice in one call."""
+    db_store.create_table(_table())
+    (txn,) = db_store.open_txns(1, user="u", host="h")
+    names = [f"ds={i:03d}" for i in range(450)]
+    first = db_store.add_dynamic_partitions(txn, 1, "db", "t", [*names, names[0]])
+    assert [p.exists for p in first] == [False] * 450 + [True]
+    assert all(p.skewed == SKEW_X for p in first)
+    db_store.set_skewed("db", "t", None)
+    again = db_store.add_dynamic_partitions(txn, 1, "db", "t", [*names, "ds=new"])
+    assert [(p.name, p.exists, p.skewed) for p in again] == [
+        *((n, True, SKEW_X) for n in names),
+        ("ds=new", False, None),
+    ]
+
+
 def test_alter_location_and_stored_as_dirs_change_only_the_table(db_store: TxnStore) -> None:
     db_store.create_table(_table())
     db_store.add_partition("db", "t", ["old"])
