@@ -347,6 +347,10 @@ def check_skewed_info(info: SkewedInfo) -> SkewedInfo:
     for d in dirs:
         if dirs.count(d) > 1:
             raise ConfigError(f"two skewed value tuples would share the directory {d!r}")
+        # A directory inside another would mix their rows for whoever lists the outer one.
+        inner = next((e for e in dirs if e.startswith(d + "/")), None)
+        if inner is not None:
+            raise ConfigError(f"skewed directory {inner!r} would sit inside {d!r}")
     return out
 
 

@@ -197,11 +197,12 @@ def test_alter_location_and_stored_as_dirs_change_only_the_table(db_store: TxnSt
         ({"skewed": SkewedInfo(col_names=("y",), col_values=(("v" * 300,),))}, "bytes escaped"),
         ({"skewed": SkewedInfo(col_names=("x",), col_values=(("6",),), location_map={("7",): "d"})}, "not a declared skewed value tuple"),
         ({"skewed": SkewedInfo(col_names=("x",), col_values=(("6",), ("7",)), location_map={("7",): "x=6"})}, "share the directory 'x=6'"),
+        ({"skewed": SkewedInfo(col_names=("x", "y"), col_values=(("6", "a"), ("6", "b")), location_map={("6", "a"): "x=6"})}, "'x=6/y=b' would sit inside 'x=6'"),
     ],
     ids=[
         "hash-bucketed", "unpartitioned", "partition-key", "unknown-column", "duplicate-column",
         "arity", "duplicate-tuple", "no-values", "no-columns", "hidden-dir", "nul-value", "long-value",
-        "location-key", "shared-dir",
+        "location-key", "shared-dir", "nested-dir",
     ],
 )  # fmt: skip
 def test_invalid_definitions_are_refused(changes: dict[str, object], message: str) -> None:
