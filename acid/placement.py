@@ -177,17 +177,19 @@ class Placement:
             return self._matchers[part]
         except KeyError:
             skew = self.skew_of(part)
-            m = self._matchers[part] = None if skew is None else _LbMatcher.of(skew, self.schema)
+            m = self._matchers[part] = None if skew is None else _LbMatcher(skew, self.schema)
             return m
 
     def lb_groups(self, part: str, data: pa.Table) -> list[tuple[str, pa.Table]]:
         """The rows of an Arrow table (columns in table order) split by list-bucketing
         directory (relative to the delta or base; ``""``: not list-bucketed).
 
-        Vectorised: each skewed column is printed as Hive's text once
-        (:func:`acid.hive_text.hive_text`) and the row's tuple is matched against the
-        declared ones with one ``index_in``; a row matching none (NULLs included) goes
-        to the default directory. Rows keep their order within a directory.
+        Vectorised: each skewed column is matched against its declared values with one
+        ``index_in`` (on the values themselves for integers, booleans, strings and dates,
+        on Hive's text of them, :func:`acid.hive_text.hive_text`, for other types), and
+        the row's tuple among the declared ones with one more; a row matching none
+        (NULLs included) goes to the default directory. Rows keep their order within a
+        directory.
         """
         m = self._matcher(part)
         if m is None:
@@ -195,19 +197,16 @@ class Placement:
         if data.num_rows == 0:
             return []
         idx = m.index(data)
-        uniq = pc.unique(idx).to_pylist()
-        if len(uniq) == 1:
-            return [(m.dirs[uniq[0]], data)]
-        grouped = (
-            pa.table({"i": idx, "r": pa.array(np.arange(data.num_rows, dtype=np.int64))})
-            .group_by("i", use_threads=False)
-            .aggregate([("r", "list")])
-        )
-        rows = grouped.column("r_list").combine_chunks()
-        out = [
-            (m.dirs[i], data.take(rows[k].values))
-            for k, i in enumerate(grouped.column("i").to_pylist())
-        ]
+        counts = np.bincount(idx.to_numpy(zero_copy_only=False), minlength=len(m.dirs))
+        if np.count_nonzero(counts) == 1:
+            return [(m.dirs[int(np.argmax(counts))], data)]
+        # One stable sort by directory and one take; each directory is then a slice.
+        ordered = data.take(pc.sort_indices(idx))
+        out, start = [], 0
+        for i, n in enumerate(counts.tolist()):
+            if n:
+                out.append((m.dirs[i], ordered.slice(start, n)))
+                start += n
         return sorted(out, key=lambda g: g[0])
 
     def rows_to_table(self, rows: Sequence[Sequence[Any]]) -> pa.Table:
@@ -361,38 +360,87 @@ class Placement:
         )
 
 
-@dataclass(frozen=True)
+class _LbColumn:
+    """One skewed column, ready to match: the distinct declared texts of the column and,
+    for types whose value a text names exactly (integers, booleans, strings, dates), the
+    same values typed, so rows are matched on their own values without printing them."""
+
+    # Kinds whose declared text, cast to the column's type and printed back unchanged,
+    # matches exactly the rows holding that value (Hive prints them canonically).
+    NATIVE = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "string", "date"})
+
+    def __init__(self, pos: int, hive: HiveType, texts: Sequence[str]) -> None:
+        self.pos, self.hive = pos, hive
+        self.texts = pa.array(texts, pa.string())
+        self._native: dict[pa.DataType, tuple[pa.Array, pa.Array] | None] = {}
+
+    def _native_set(self, typ: pa.DataType) -> tuple[pa.Array, pa.Array] | None:
+        """(declared values of type ``typ``, their codes), or ``None``: match by text."""
+        if typ in self._native:
+            return self._native[typ]
+        out = None
+        if self.hive.kind in self.NATIVE and not pa.types.is_dictionary(typ):
+            values, codes = [], []
+            for code, text in enumerate(self.texts.to_pylist()):
+                try:
+                    v = pa.array([text], pa.string()).cast(typ)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    continue  # no value of the column prints as this text
+                if hive_text(v, self.hive).to_pylist() == [text]:
+                    values.append(v)
+                    codes.append(code)
+            empty = pa.array([], typ)
+            out = (pa.concat_arrays([empty, *values]), pa.array(codes, pa.int64()))
+        self._native[typ] = out
+        return out
+
+    def codes(self, col: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """Per row: the position of its value among the declared texts (NULL: none)."""
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        native = self._native_set(arr.type)
+        if native is not None:
+            values, codes = native
+            return pc.take(codes, pc.index_in(arr, value_set=values))
+        return pc.cast(pc.index_in(hive_text(arr, self.hive), value_set=self.texts), pa.int64())
+
+
 class _LbMatcher:
-    """One list bucketing, ready to match rows: the skewed columns' positions and types,
-    each declared tuple as one string, and the directory of each tuple then the default."""
+    """One list bucketing, ready to match rows: per skewed column the position of each
+    row's value among the column's declared values, combined into one number per row and
+    looked up among the declared tuples' numbers; the directory of each tuple, then the
+    default's."""
 
-    cols: tuple[int, ...]
-    types: tuple[HiveType, ...]
-    keys: pa.Array
-    dirs: tuple[str, ...]
-
-    @classmethod
-    def of(cls, skew: SkewedInfo, schema: TableSchema) -> _LbMatcher:
+    def __init__(self, skew: SkewedInfo, schema: TableSchema) -> None:
         names = [n.lower() for n in schema.names]
         try:
-            cols = tuple(names.index(c.lower()) for c in skew.col_names)
+            cols = [names.index(c.lower()) for c in skew.col_names]
         except ValueError as e:
             raise ConfigError(
                 f"skewed column not in the table: {list(skew.col_names)} ({e})"
             ) from e
-        return cls(
-            cols=cols,
-            types=tuple(schema.columns[i][1] for i in cols),
-            keys=pa.array([_SEP.join(v) for v in skew.col_values], pa.string()),
-            dirs=(*(skew.dir_of(v) for v in skew.col_values), skew.default_dir),
+        distinct = [sorted({v[j] for v in skew.col_values}) for j in range(len(cols))]
+        self.columns = [
+            _LbColumn(c, schema.columns[c][1], texts)
+            for c, texts in zip(cols, distinct, strict=True)
+        ]
+        # Tuple -> one int64: mixed radix over the columns' declared values.
+        self._radix = [1]
+        for texts in distinct[:-1]:
+            self._radix.append(self._radix[-1] * len(texts))
+        self.keys = pa.array(
+            [
+                sum(distinct[j].index(v[j]) * self._radix[j] for j in range(len(cols)))
+                for v in skew.col_values
+            ],
+            pa.int64(),
         )
+        self.dirs = (*(skew.dir_of(v) for v in skew.col_values), skew.default_dir)
 
     def index(self, data: pa.Table) -> pa.Array:
         """Per row: the position of its declared tuple, or ``len(keys)`` (the default)."""
-        texts = [hive_text(data.column(i), t) for i, t in zip(self.cols, self.types, strict=True)]
-        key = texts[0] if len(texts) == 1 else pc.binary_join_element_wise(*texts, _SEP)
+        key: pa.Array | None = None
+        for col, radix in zip(self.columns, self._radix, strict=True):
+            code = col.codes(data.column(col.pos))
+            part = code if radix == 1 else pc.multiply(code, radix)
+            key = part if key is None else pc.add(key, part)  # NULL (no match) stays NULL
         return pc.fill_null(pc.index_in(key, value_set=self.keys), len(self.dirs) - 1)
-
-
-# Joins a row's skewed values into one key; NUL cannot be told apart in a directory name.
-_SEP = "\x00"

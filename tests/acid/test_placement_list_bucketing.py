@@ -259,3 +259,35 @@ class _Part:
     def __init__(self, name: str, sk: SkewedInfo) -> None:
         self.name = name
         self.skewed = sk
+
+
+@pytest.mark.parametrize(
+    ("hive", "arrow", "values", "declared"),
+    [
+        ("int", pa.int64(), [6, 7, -6, 60, 6], ["6", "-6"]),
+        ("bigint", pa.int64(), [2**40, 5, 2**40 + 1], [str(2**40)]),
+        ("string", pa.large_string(), ["a", "A", "a ", "b"], ["a", "b"]),
+        ("date", pa.date32(), [datetime.date(2024, 2, 29), datetime.date(2024, 3, 1)],
+         ["2024-02-29"]),
+        ("boolean", pa.bool_(), [True, False, True], ["true"]),
+    ],
+)  # fmt: skip
+def test_rows_matched_on_their_values_agree_with_their_text(
+    tmp_path: Path, hive: str, arrow: pa.DataType, values: list[Any], declared: list[str]
+) -> None:
+    # Integers, strings, dates and booleans are matched on the values themselves (also
+    # when the block's Arrow type is wider than the table's); the directory each row gets
+    # must be the one its Hive text names.
+    sk = skew(("v",), *[(d,) for d in declared])
+    place = Placement(layout(tmp_path, f"v {hive}", sk))
+    data = pa.table({"v": pa.array([*values, None], arrow)})
+    t = parse_hive_type(hive)
+    expected: dict[str, list[Any]] = {}
+    for v, text in zip(
+        data.column("v").to_pylist(), hive_text(data.column("v"), t).to_pylist(), strict=True
+    ):
+        d = f"v={text}" if text in declared else DEFAULT_DIR_NAME
+        expected.setdefault(d, []).append(v)
+    got = {d: g.column("v").to_pylist() for d, g in place.lb_groups("p=1", data)}
+    assert got == expected
+    assert len(got) >= 2
