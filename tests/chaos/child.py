@@ -92,8 +92,14 @@ def _clock(path: str | None) -> Callable[[], float]:
     return clock
 
 
-def run_connection(spec: dict[str, Any]) -> int:
-    """StreamingConnection: ``rows_per_txn`` events per txn, resuming from the table."""
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_connection(spec: dict[str, Any], say: Callable[[str], None] = _print) -> int:
+    """StreamingConnection: ``rows_per_txn`` events per txn, resuming from the table.
+    ``say`` gets one line per step (stdout in a child; the harness runs an unfaulted
+    restart in its own process with a quiet one)."""
     from acid.errors import StorageError, TransactionError, TxnAbortedError
     from ingest.connection import StreamingConnection, StreamingOptions
     from ingest.record_writers import StrictJsonWriter
@@ -118,7 +124,7 @@ def run_connection(spec: dict[str, Any]) -> int:
         txn_timeout_s=float(spec.get("txn_timeout_s", 300.0)),
         housekeeping_interval_s=None,
     )
-    print(f"start {start}", flush=True)
+    say(f"start {start}")
     try:
         with StreamingConnection(
             spec["table"], record_writer=StrictJsonWriter(), store=store, options=opts
@@ -129,24 +135,24 @@ def run_connection(spec: dict[str, Any]) -> int:
                 hi = min(n, i + per_txn)
                 c.write_many(event(k, partitioned) for k in range(i, hi))
                 c.commit_transaction(key=RESUME_KEY, value=json.dumps({"next": hi}))
-                print(f"committed {hi}", flush=True)
+                say(f"committed {hi}")
                 i = hi
     except TxnAbortedError as e:
-        print(f"typed-error {type(e).__name__}: {e}", flush=True)
+        say(f"typed-error {type(e).__name__}: {e}")
         return EXIT_TXN_ABORTED
     except StorageError as e:
-        print(f"typed-error {type(e).__name__}: {e}", flush=True)
+        say(f"typed-error {type(e).__name__}: {e}")
         return EXIT_STORAGE
     except TransactionError as e:
-        print(f"typed-error {type(e).__name__}: {e}", flush=True)
+        say(f"typed-error {type(e).__name__}: {e}")
         return EXIT_OTHER_TYPED
     finally:
         store.close()
-    print("done", flush=True)
+    say("done")
     return 0
 
 
-def run_compactor(spec: dict[str, Any]) -> int:
+def run_compactor(spec: dict[str, Any], say: Callable[[str], None] = _print) -> int:
     """``compaction.service.Compactor``: queue a compaction (unless ``enqueue`` is false,
     e.g. on a restart that recovers a dead worker's request), then one pass: recover,
     work, clean."""
@@ -162,7 +168,7 @@ def run_compactor(spec: dict[str, Any]) -> int:
         Compactor(store, initiator=False).run_once()
     finally:
         store.close()
-    print("done", flush=True)
+    say("done")
     return 0
 
 

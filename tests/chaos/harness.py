@@ -29,6 +29,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -192,6 +193,45 @@ def run_child(
     return p.returncode, out, err
 
 
+class InlineWriter:
+    """An unfaulted writer (a restart after recovery) run on a thread of this process:
+    a fresh store connection and writer, as a restarted process would have, without
+    paying a child's start-up again. ``poll()`` / ``wait()`` like a ``Popen``."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from tests.chaos import child
+
+        if spec.get("hook") or spec.get("faulty"):
+            raise ValueError("an inline writer runs without faults")
+        run = child.run_compactor if spec["writer"] == "compactor" else child.run_connection
+        self.returncode: int | None = None
+        self.lines: list[str] = []
+        self.error = ""
+
+        def target() -> None:
+            try:
+                code = run(spec, self.lines.append)
+            except BaseException:  # reported as the writer's failure, with its traceback
+                import traceback
+
+                self.error = traceback.format_exc()
+                code = 1
+            self.returncode = code
+
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    def poll(self) -> int | None:
+        return None if self._thread.is_alive() else self.returncode
+
+    def wait(self, timeout: float) -> int:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise subprocess.TimeoutExpired("inline writer", timeout)
+        assert self.returncode is not None
+        return self.returncode
+
+
 def connection_spec(
     store_url: str,
     table: TableDef,
@@ -288,7 +328,7 @@ class Observer:
             )
         self.prefixes.append(k)
 
-    def watch(self, proc: subprocess.Popen[str], *, max_snaps: int = 3) -> None:
+    def watch(self, proc: subprocess.Popen[str] | InlineWriter, *, max_snaps: int = 3) -> None:
         """Snapshot while ``proc`` runs (at most ``max_snaps``), then once after it ends."""
         n = 0
         while proc.poll() is None and n < max_snaps:
@@ -383,11 +423,13 @@ def _finish(
 ) -> None:
     """Restart the writer without fault until it is done, then check every invariant."""
     spec = {**spec, "hook": None, "faulty": None}
-    p = start_child(spec)
+    p = InlineWriter(spec)
     obs.watch(p)
-    _out, err = p.communicate(timeout=180)
-    if p.returncode != 0:
-        raise InvariantViolation(f"{label}: restarted writer failed ({p.returncode}): {err[-800:]}")
+    code = p.wait(timeout=180)
+    if code != 0:
+        raise InvariantViolation(
+            f"{label}: restarted writer failed ({code}): {p.lines[-3:]} {p.error[-800:]}"
+        )
     with open_store(store_url) as s:
         check_exactly_once(snapshot_ids(s, table), int(spec["events"]), label)
         raw = s.get_table_param(table.db, table.name, RESUME_KEY)
@@ -595,9 +637,9 @@ def scenario_compactor_kill(store_url: str, warehouse: str, seed: int) -> Result
             store_url, table, events=events, rows_per_txn=per_txn, txns_per_batch=txns,
             memory_limit_bytes=memory,
         )  # fmt: skip
-        code, _out, err = run_child(spec)
-        if code != 0:
-            raise InvariantViolation(f"{label}: writer failed: {err[-800:]}")
+        w = InlineWriter(spec)
+        if w.wait(timeout=180) != 0:
+            raise InvariantViolation(f"{label}: writer failed: {w.lines[-3:]} {w.error[-800:]}")
         obs = Observer(store, table, label)
         obs.snap()
         comp = {"writer": "compactor", "store_url": store_url, "table": table.full_name,
@@ -610,9 +652,10 @@ def scenario_compactor_kill(store_url: str, warehouse: str, seed: int) -> Result
         killed = p.returncode == -signal.SIGKILL
         repair(store_url, table, label)
         obs.snap()
-        code, _o, err = run_child({**comp, "enqueue": False})
-        if code != 0:
-            raise InvariantViolation(f"{label}: restarted compactor failed: {err[-800:]}")
+        w = InlineWriter({**comp, "enqueue": False})
+        obs.watch(w)
+        if w.wait(timeout=180) != 0:
+            raise InvariantViolation(f"{label}: restarted compactor failed: {w.error[-800:]}")
         obs.snap()
         check_exactly_once(snapshot_ids(store, table), events, label)
         check_no_open_txns(store_url, label)

@@ -12,10 +12,12 @@ Exit code 0 when every iteration kept every invariant, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import platform
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from typing import Any
@@ -109,14 +111,98 @@ def plan(
     return cases
 
 
-def run_one(scenario: str, seed: int, backend: str, jvm: Any = None) -> Outcome:
+def run_one(
+    scenario: str, seed: int, backend: str, jvm: Any = None, *, jvm_lock: Any = None
+) -> Outcome:
     """One iteration in a fresh metastore and warehouse; the JVM check runs before the
     warehouse is removed."""
     with tempfile.TemporaryDirectory(prefix="acidchaos-") as d, backend_url(backend, d) as url:
         o = run_iteration(scenario, seed, url, f"{d}/warehouse")
         if o.ok and jvm is not None:
-            o = _check_jvm(jvm, o)
+            with jvm_lock or contextlib.nullcontext():
+                o = _check_jvm(jvm, o)
         return o
+
+
+def _private_pg_ok() -> bool:
+    from tests.chaos.services import private_postgres
+
+    pg = private_postgres()  # started here, before any worker thread
+    if isinstance(pg, str):
+        print(f"PostgreSQL restart scenario skipped: {pg}", file=sys.stderr)
+        return False
+    return True
+
+
+def _group(case: tuple[str, int, str]) -> str | None:
+    """Cases of one group run one at a time: the Kafka jobs (a Spark driver each) and the
+    scenario that restarts the private PostgreSQL server (any other user of it would
+    see the restart)."""
+    if case[0] in KAFKA_SCENARIOS:
+        return "kafka"
+    if case[2] == "pg-private":
+        return "pg-private"
+    return None
+
+
+def run_cases(
+    cases: list[tuple[str, int, str]], jvm: Any, *, jobs: int
+) -> list[tuple[Outcome, str]]:
+    """Run ``cases`` on ``jobs`` threads (each iteration's writers are child processes):
+    a Kafka case is taken whenever no other runs, so the long ones overlap the rest.
+    Outcomes come back in the order of ``cases``."""
+    pending = list(cases)
+    busy: set[str] = set()
+    cv = threading.Condition()
+    jvm_lock = threading.Lock()
+    done: dict[int, tuple[Outcome, str]] = {}
+    index = {id(c): i for i, c in enumerate(cases)}
+    n_done = 0
+
+    def take() -> tuple[str, int, str] | None:
+        with cv:
+            while pending:
+                order = sorted(pending, key=lambda c: _group(c) != "kafka")  # kafka first
+                for c in order:
+                    g = _group(c)
+                    if g is None or g not in busy:
+                        pending.remove(c)
+                        if g is not None:
+                            busy.add(g)
+                        return c
+                cv.wait()
+            return None
+
+    def worker() -> None:
+        nonlocal n_done
+        while (case := take()) is not None:
+            scenario, seed, backend = case
+            try:
+                o = run_one(scenario, seed, backend, jvm, jvm_lock=jvm_lock)
+            except Exception as e:  # the harness itself broke: a failed iteration, reported
+                o = Outcome(scenario, FAULTS[scenario], seed, False,
+                            f"seed {seed} {scenario}: harness error {type(e).__name__}: {e}", 0.0)  # fmt: skip
+            finally:
+                with cv:
+                    g = _group(case)
+                    if g is not None:
+                        busy.discard(g)
+                    cv.notify_all()
+            with cv:
+                done[index[id(case)]] = (o, backend)
+                n_done += 1
+                print(
+                    f"[{n_done}/{len(cases)}] {'ok  ' if o.ok else 'FAIL'} {scenario} seed "
+                    f"{seed} {backend} {o.seconds:.1f}s: {o.detail[:160]}",
+                    flush=True,
+                )
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [done[i] for i in sorted(done)]
 
 
 def report_markdown(
@@ -210,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         "--kafka-iterations", type=int, default=6,
         help="Kafka job iterations on the embedded broker (about a minute each; default 6)",
     )  # fmt: skip
+    p.add_argument(
+        "--jobs", type=int, default=2,
+        help="iterations run at once (each in its own metastore and warehouse; default 2)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     reason = pg_unreachable()
     backends = ["sqlite"] + ([] if reason else ["postgres"])
@@ -227,22 +317,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'ok  ' if o.ok else 'FAIL'} {scenario} seed {seed} {backend}: {o.detail}")
         return 0 if o.ok else 1
     start = time.monotonic()
-    outcomes: list[tuple[Outcome, str]] = []
-    cases = plan(args.iterations, args.seed, backends)
+    cases = plan(args.iterations, args.seed, backends, private_pg=_private_pg_ok())
     if KAFKA.get("broker") is not None:
         base = args.seed + 100_000
+        kafka = sorted(KAFKA_SCENARIOS)
         cases += [
-            ("kafka-driver-kill", base + i, backends[i % len(backends)])
+            (kafka[i % len(kafka)], base + i, backends[i % len(backends)])
             for i in range(args.kafka_iterations)
         ]
-    for n, (scenario, seed, backend) in enumerate(cases, 1):
-        o = run_one(scenario, seed, backend, jvm)
-        outcomes.append((o, backend))
-        print(
-            f"[{n}/{len(cases)}] {'ok  ' if o.ok else 'FAIL'} {scenario} seed {seed} "
-            f"{backend} {o.seconds:.1f}s: {o.detail[:160]}",
-            flush=True,
-        )
+    outcomes = run_cases(cases, jvm, jobs=args.jobs)
     total = time.monotonic() - start
     if args.report:
         with open(args.report, "w") as f:

@@ -1,5 +1,5 @@
 """The chaos suite's fast tier: a fixed set of seeded iterations inside the normal suite
-(21 iterations; the Kafka job's scenario runs in the full tier only, Spark being slow to
+(24 iterations; the Kafka job's scenarios run in the full tier only, Spark being slow to
 start).
 
 ``make chaos`` runs the full tier (``tests/chaos/run.py``: >= 200 iterations, writes
@@ -54,6 +54,9 @@ FAST_TIER: list[tuple[str, int, str]] = [
     ("compactor-kill", 703, "postgres"),
     ("http-server-kill", 801, "sqlite"),
     ("http-server-kill", 802, "postgres"),
+    ("connection-clock-jump", 4, "sqlite"),  # forward past the timeout: reaped, typed error
+    ("connection-clock-jump", 5, "postgres"),  # backward: nothing reaped, writer finishes
+    ("connection-pg-restart", 51009, "pg-private"),  # private cluster restarted mid-commit
 ]
 
 # Outcomes of this session's iterations, for the JVM ORC sample below.
@@ -71,6 +74,12 @@ def test_iteration_keeps_every_invariant(case: tuple[str, int, str], tmp_path: P
         reason = pg_unreachable()
         if reason is not None:
             pytest.skip(reason)
+    if backend == "pg-private":
+        from tests.chaos.services import private_postgres
+
+        pg = private_postgres()
+        if isinstance(pg, str):
+            pytest.skip(f"no private PostgreSQL cluster to restart: {pg}")
     with backend_url(backend, str(tmp_path)) as url:
         outcome = run_iteration(scenario, seed, url, str(tmp_path / "warehouse"))
     print(f"{scenario} seed {seed} {backend}: {outcome.detail} ({outcome.seconds:.1f}s)")
@@ -116,3 +125,23 @@ def test_snapshot_check_sees_uncommitted_rows(tmp_path: Path) -> None:
                 check_snapshot(everything, n, n, "self-test")
             assert check_snapshot(snapshot_ids(store, t), n, n, "self-test") == n
             assert json.loads(store.get_table_param("default", "t", "_meta.chaos.next") or "")
+
+
+def test_once_marker_kills_only_the_first_process_at_a_step(tmp_path: Path) -> None:
+    """``ACIDSTREAM_FAULTS_ONCE`` (the Spark task-retry scenario's switch): the first
+    process reaching an armed step dies there, a second one (the retry) passes it."""
+    import subprocess
+    import sys
+
+    from tests.chaos.harness import ROOT
+
+    env = {"ACIDSTREAM_FAULTS": "sink.task_after_flush", "ACIDSTREAM_FAULTS_ONCE": str(tmp_path),
+           "PYTHONPATH": str(ROOT)}  # fmt: skip
+    code = "from acid import faults; faults.point('sink.task_after_flush'); print('passed')"
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert runs[0].returncode == -signal.SIGKILL and "passed" not in runs[0].stdout
+    assert runs[1].returncode == 0 and runs[1].stdout.strip() == "passed"
+    assert (tmp_path / "sink.task_after_flush").exists()
