@@ -448,16 +448,20 @@ def _events_and_batches(rng: random.Random, batch_gt_1: bool) -> tuple[int, int,
 
 
 def scenario_connection_kill(
-    store_url: str, warehouse: str, seed: int, *, batch_gt_1: bool, partitioned: bool = False
-) -> Result:
+    store_url: str, warehouse: str, seed: int, *, batch_gt_1: bool, partitioned: bool = False,
+    steps: tuple[str, ...] | None = None,
+) -> Result:  # fmt: skip
     """SIGKILL a StreamingConnection writer at a random step and hit, recover, finish."""
     rng = random.Random(seed)
-    steps = CONNECTION_STEPS + (PARTITION_STEPS if partitioned else ())
+    if steps is None:
+        steps = CONNECTION_STEPS + (PARTITION_STEPS if partitioned else ())
     step = rng.choice(steps)
     events, per_txn, txns, memory = _events_and_batches(rng, batch_gt_1)
     n_txns = -(-events // per_txn)
     per_batch = step.startswith(("open_txns", "allocate_write_ids", "abort_txn"))
     at = rng.randint(1, max(1, -(-n_txns // txns) if per_batch else n_txns))
+    if step == "file.after_footer":  # a footer per file flush, fewer than txns
+        at = min(at, rng.randint(1, 3))
     label = f"seed {seed} connection(batch {txns}) SIGKILL at {step}#{at}"
     with open_store(store_url, warehouse=warehouse) as store:
         table = make_table(store, partitioned=partitioned)
@@ -834,6 +838,9 @@ SCENARIOS: dict[str, Callable[[str, str, int], Result]] = {
     "connection-partitioned-kill": lambda u, w, s: scenario_connection_kill(
         u, w, s, batch_gt_1=True, partitioned=True
     ),
+    "connection-footer-kill": lambda u, w, s: scenario_connection_kill(
+        u, w, s, batch_gt_1=s % 2 == 1, steps=("file.after_footer",)
+    ),
     "connection-sigstop-zombie": scenario_connection_stop,
     "connection-pg-terminate": scenario_pg_terminate,
     "connection-storage-fault": scenario_storage_fault,
@@ -847,6 +854,7 @@ FAULTS = {
     "connection-batch1-kill": "SIGKILL at a random named step",
     "connection-batchN-kill": "SIGKILL at a random named step",
     "connection-partitioned-kill": "SIGKILL at a random named step (dynamic partitions)",
+    "connection-footer-kill": "SIGKILL between a flush's footer and its side-file length",
     "connection-sigstop-zombie": "SIGSTOP past the txn timeout, reap + repair, SIGCONT",
     "connection-pg-terminate": "PostgreSQL backend terminated mid-commit",
     "connection-storage-fault": "ENOSPC / EIO on the warehouse (faulty://)",

@@ -205,6 +205,12 @@ def run_cases(
     return [done[i] for i in sorted(done)]
 
 
+def _fast_tier_size() -> int:
+    from tests.chaos.test_chaos import FAST_TIER
+
+    return len(FAST_TIER)
+
+
 def report_markdown(
     outcomes: list[tuple[Outcome, str]], *, base_seed: int, seconds: float, jvm: bool
 ) -> str:
@@ -262,7 +268,7 @@ def report_markdown(
         "",
         "The seed fixes the whole schedule, so a replay meets the same fault at the same",
         "step and hit. The fast tier (`tests/chaos/test_chaos.py`, inside `make test`) runs",
-        "22 fixed seeds of the same scenarios.",
+        f"{_fast_tier_size()} fixed seeds of the non-Spark scenarios.",
         "",
         "## Scenarios",
         "",
@@ -271,15 +277,31 @@ def report_markdown(
         lines.append(f"- `{name}`: {fault}.")
     lines += [
         "",
-        "Not covered yet: a Spark executor task killed after writing part of its file and",
-        "retried (no fault step exists on the executor side: see the lead's list), the",
-        "embedded broker killed and restarted (Tansu keeps its log in memory: a restart",
-        "loses the topic, so the only assertion is a typed failure and an intact table), a",
-        "SIGKILL between a file's footer and its side-file append (no step there), and a",
-        "SIGSTOP inside a metastore DB transaction (a frozen",
-        "process holding SQLite's write lock stops every other client). Clock jumps are",
-        "simulated through the operator's clock (the housekeeper judging txns past their",
-        "timeout).",
+        "How the infrastructure faults are made:",
+        "",
+        "- `kafka-task-retry`: the step `sink.task_after_flush` (after each flush of a sink",
+        "  task's file) is armed in the job's Python workers with `ACIDSTREAM_FAULTS_ONCE`: the",
+        "  first attempt to reach it is SIGKILLed (a Python worker crash, a task failure to",
+        "  Spark), the retry (`local[2,N]`: local mode ignores `spark.task.maxFailures`) passes;",
+        "  the job must end normally with each event once, before any repair.",
+        "- `kafka-broker-restart`: Tansu's static build has only `memory://` and `s3://`",
+        "  storage; the scenario runs it on `s3://` against moto's S3 server (standing in for",
+        "  object storage), SIGKILLs it after the job committed a micro-batch, restarts it on",
+        "  the same port and bucket after a seeded outage, and produces the rest of the events",
+        "  afterwards. Readers use `endOffsetsFrom=fetch` (Tansu's ListOffsets under-reports the",
+        "  end on S3 storage).",
+        "- `connection-pg-restart`: never the shared server on 5432: a private cluster",
+        "  (`initdb` in a temporary directory, its own port) restarted with `pg_ctl -m",
+        "  immediate` (crash, WAL recovery) or `-m fast` at a random step, inside or outside",
+        "  a metastore transaction.",
+        "- `connection-clock-jump`: the writer's and the housekeeper's wall clock is",
+        "  `time.time()` plus an offset file the harness rewrites while the writer is held",
+        "  alive at a step between heartbeats.",
+        "",
+        "Not covered: a SIGSTOP inside a metastore DB transaction (a frozen process holding",
+        "SQLite's write lock stops every other client), and a clock jump seen by the writer's",
+        "heartbeat thread (it stamps with its own store's clock, and beats only every half",
+        "timeout, so no beat falls inside an iteration).",
         "",
     ]
     return "\n".join(lines)
