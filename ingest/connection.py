@@ -186,6 +186,11 @@ class StreamingConnection:
             self.schema: TableSchema = self.table.schema
             self._place = Placement(self._layout())
             self._static = self._static_partition(static_partition)
+            if self._static is not None:
+                try:
+                    self._place.partition_dir(self._static)
+                except SerializationError as e:  # e.g. the list-bucketing default dir name
+                    raise ConfigError(f"static partition {list(self._static)}: {e}") from e
             self._dynamic = self.table.is_partitioned and self._static is None
             self._writer: BoundRecordWriter = record_writer.bind(
                 self.schema, partition_columns=self.table.partition_keys if self._dynamic else ()

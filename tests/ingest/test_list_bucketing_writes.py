@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid.errors import SerializationError, StorageError
+from acid.errors import ConfigError, SerializationError, StorageError
 from acid.file_writer import RowIdSequence
 from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
 from acid.orc_options import OrcWriterOptions
@@ -353,3 +353,17 @@ def test_disk_failure_mid_batch_keeps_committed_rows_of_every_dir(
     assert failure is None
     got = snapshot_read(store, t).column("s").to_pylist()
     assert sorted(got) == sorted(committed + more)
+
+
+def test_static_partition_named_like_the_default_dir_is_refused_at_connect(
+    store: TxnStore,
+) -> None:
+    make_lb_table(store)
+    with pytest.raises(ConfigError, match=DEFAULT_DIR_NAME):
+        StreamingConnection(
+            "t",
+            record_writer=StrictJsonWriter(),
+            store=store,
+            static_partition=[DEFAULT_DIR_NAME],
+        )
+    assert store.list_partitions("default", "t") == []
