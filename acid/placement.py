@@ -41,7 +41,7 @@ from acid.schema import HiveType, TableSchema
 from acid.storage import Storage
 from acid.writer import AcidFileWriter, OrcWriterOptions
 
-__all__ = ["Placement", "TableLayout"]
+__all__ = ["Placement", "TableLayout", "list_bucketing_dirs"]
 
 
 class _TableLike(Protocol):
@@ -358,6 +358,15 @@ class Placement:
             engine="arrow",
             row_ids=row_ids,
         )
+
+
+def list_bucketing_dirs(skew: SkewedInfo, schema: TableSchema, rows: pa.Table) -> pa.Array:
+    """Each row's list-bucketing directory, dictionary-encoded (rows: the table's columns
+    in order). For rewrites whose rows come without the directory they were read from
+    (the compactor's reads of original files)."""
+    m = _LbMatcher(skew, schema)
+    idx = pc.cast(m.index(rows), pa.int32())
+    return pa.DictionaryArray.from_arrays(idx, pa.array(m.dirs, pa.string()))
 
 
 class _LbColumn:

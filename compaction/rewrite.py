@@ -16,8 +16,9 @@ left out whole, and events of aborted write ids are dropped row by row. List-buc
 directories are kept: each event stays in the directory of the file it came from
 (``DataFile.lb_dir``), and the output has one file per (directory, writer id) inside the
 new base/delta; the writers numbered a bucket's rows across its directories, so ROW__IDs
-stay unique. Rows of original files (no ROW__IDs of their own) go to the output's top
-level. Files are written
+stay unique. A partition read through the reader (original files) has its rows placed
+by value with the partition's own skew (:func:`acid.placement.list_bucketing_dirs`).
+Files are written
 with :meth:`acid.file_writer.AcidFileWriter.write_events`; timestamps are kept exactly
 (:func:`conform_events`).
 """
@@ -40,6 +41,7 @@ from acid.directory import AcidState, get_acid_state
 from acid.errors import AcidFormatError
 from acid.file_writer import AcidFileWriter
 from acid.layout import ParsedDelta
+from acid.list_bucketing import SkewedInfo
 from acid.orc_inspect import (
     ACID_VERSION_KEY,
     acid_column_names,
@@ -49,6 +51,7 @@ from acid.orc_inspect import (
 )
 from acid.orc_options import OrcWriterOptions
 from acid.orc_read import read_orc_columns
+from acid.placement import list_bucketing_dirs
 from acid.reader import READ_THREADS, iter_batches
 from acid.schema import TableSchema
 from acid.snapshot import (
@@ -555,6 +558,7 @@ def major(
     compactor_txn_id: int,
     storage: Storage,
     options: OrcWriterOptions,
+    skewed: SkewedInfo | None = None,
 ) -> RewriteResult:
     """Write ``base_<hwm>_v<ctxn>`` holding every row of the compactor's snapshot.
 
@@ -569,6 +573,11 @@ def major(
         events = merged_events(state, snapshot, storage, schema)
     else:
         events = reader_events(part_dir, schema, snapshot, txns, storage)
+        if events is not None and skewed is not None and skewed.is_list_bucketed:
+            # The reader does not say which directory a row came from: place it by value,
+            # as the writers did.
+            rows = pa.Table.from_struct_array(events.column("row").combine_chunks())
+            events = events.append_column(_LB, list_bucketing_dirs(skewed, schema, rows))
     if events is not None:
         row_type = events.schema.field("row").type
         _split_by_writer(events, by_bucket)

@@ -23,6 +23,7 @@ from typing import Any
 from acid import faults
 from acid.directory import AcidState, get_acid_state
 from acid.errors import AcidStreamError, ConfigError, TableNotFoundError
+from acid.list_bucketing import SkewedInfo
 from acid.snapshot import ValidCompactorWriteIdList, ValidTxnList
 from acid.storage import Storage
 from compaction.config import CompactorConfig
@@ -66,14 +67,14 @@ def partition_dir(store: TxnStore, table: TableDef, partition: str | None) -> st
     return f"{table.location.rstrip('/')}/{partition}"
 
 
-def lb_location_dirs(store: TxnStore, table: TableDef, partition: str | None) -> tuple[str, ...]:
-    """The list-bucketing directories of a table's or partition's location map (the
-    partition's own copy), so that directories named there are read and preserved."""
+def partition_skew(store: TxnStore, table: TableDef, partition: str | None) -> SkewedInfo | None:
+    """The list bucketing of a table or partition (the partition's own copy), or ``None``
+    when it is not stored as directories."""
     skew = table.skewed
     if partition is not None:
         skew = next((p.skewed for p in store.list_partitions(table.db, table.name)
                      if p.name == partition), None)  # fmt: skip
-    return skew.all_dirs() if skew is not None and skew.is_list_bucketed else ()
+    return skew if skew is not None and skew.is_list_bucketed else None
 
 
 @dataclass(frozen=True)
@@ -214,9 +215,11 @@ class Worker:
                 self.store.abort_txn(txn_id, reason="compaction refused")
                 return self._refuse(rec, f"{NOT_ENOUGH} (no directory {path})", started)
             snapshot = CompactorSnapshot.of(wids)
+            skew = partition_skew(self.store, table, rec.partition)
+            # Directories named by the location map are read (and kept) too.
             state = get_acid_state(
                 path, write_ids=snapshot, txns=txns, storage=storage,
-                lb_location_dirs=lb_location_dirs(self.store, table, rec.partition),
+                lb_location_dirs=skew.all_dirs() if skew is not None else (),
             )  # fmt: skip
             problem = self._check(rec, state)
             if problem is not None:
@@ -226,7 +229,7 @@ class Worker:
                 self.store.abort_txn(txn_id, reason="compaction refused")
                 return self._refuse(rec, problem, started, txn_id=txn_id)
             with _Heartbeat(self.store, txn_id, self.config.heartbeat_s):
-                result = self._rewrite(rec, table, path, state, storage, wids, txns, txn_id)
+                result = self._rewrite(rec, table, path, state, storage, wids, txns, txn_id, skew)
                 faults.point("compaction.after_files")
                 self.store.commit_txn(txn_id)
             faults.point("compaction.after_commit")
@@ -269,6 +272,7 @@ class Worker:
         wids: ValidCompactorWriteIdList,
         txns: ValidTxnList,
         txn_id: int,
+        skew: SkewedInfo | None,
     ) -> RewriteResult:
         if rec.is_major and self.engine == "spark":
             result = major_on_spark(
@@ -293,6 +297,7 @@ class Worker:
                 compactor_txn_id=txn_id,
                 storage=storage,
                 options=self.config.orc,
+                skewed=skew,
             )
         return minor(
             path,

@@ -15,6 +15,7 @@ from acid.reader import read_table
 from compaction import Worker
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictJsonWriter
+from tests.acid.orc_builders import write_original
 from tests.compaction.conftest import Tbl
 from txn.catalog import TableDef
 from txn.compaction_sql import READY_FOR_CLEANING, CompactionQueue
@@ -153,4 +154,27 @@ def test_minor_compaction_keeps_list_bucketing_dirs(store: TxnStore) -> None:
     # A major compaction after the minor one still keeps them.
     out2 = compact(store, major=True)
     assert set(files_of(Path(out2.output_dirs[0]))) == DIRS
+    assert read(store, t) == before
+
+
+def test_major_compaction_with_original_files_places_their_rows_by_value(
+    store: TxnStore,
+) -> None:
+    # Pre-ACID files at the partition root get synthetic ROW__IDs through the reader, which
+    # does not tell directories apart: every row is placed by value with the partition's skew.
+    t = lb_table(store)
+    stream(store, [[6, 7, 20]], "a")
+    write_original(
+        Path(str(t.location)) / "p=a" / "000000_0",
+        {"x": [6, 5, None, 20], "s": ["o0", "o1", "o2", "o3"]},
+        types={"x": pa.int32(), "s": pa.string()},
+    )
+    before = read(store, t)
+    assert len(before) == 7
+    out = compact(store, major=True)
+    files = files_of(Path(out.output_dirs[0]))
+    assert set(files) == DIRS
+    assert check_dirs(files) == 7
+    xs = {d: sorted(str(r["x"]) for r in ev.column("row").to_pylist()) for d, ev in files.items()}
+    assert xs == {"x=6": ["6", "6"], "x=20": ["20", "20"], DEFAULT_DIR_NAME: ["5", "7", "None"]}
     assert read(store, t) == before
