@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from acid.errors import TableNotFoundError
+from acid.list_bucketing import SkewedInfo
+from acid.partitions import PartitionValues
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
@@ -53,6 +55,8 @@ class ReadTarget:
     write_ids: ValidWriteIdList | str | None = None
     txns: ValidTxnList | str | None = None
     partitions: frozenset[str] | None = None  # through a static link: the ones it exposes
+    # Each partition's list bucketing, by partition values (() when unpartitioned).
+    skews: Mapping[PartitionValues, SkewedInfo] = field(default_factory=dict)
 
     @property
     def has_snapshot(self) -> bool:
@@ -111,6 +115,7 @@ def resolve(
             ref = resolve_read(store, name_or_path, namespace=namespace)
             table = store.get_table(ref.table.db, ref.table.table)
             link_parts, link_source = ref.partitions, ref.source
+        skews = _skews(store, table)
         if write_ids is None:
             snapshot_txns = store.get_valid_txns()
             write_ids = store.get_valid_write_ids(table.db, table.name, snapshot_txns)
@@ -131,7 +136,21 @@ def resolve(
         write_ids=write_ids,
         txns=txns,
         partitions=link_parts,
+        skews=skews,
     )
+
+
+def _skews(store: Any, table: Any) -> dict[PartitionValues, SkewedInfo]:
+    """Each partition's own list bucketing (a partition keeps the definition it was
+    created with), for the reader to prune list-bucketing directories with."""
+    if not table.partition_keys:
+        return {(): table.skewed} if table.skewed is not None else {}
+    keys = [k.lower() for k, _ in table.partition_keys]
+    return {
+        tuple(zip(keys, p.values, strict=True)): p.skewed
+        for p in store.list_partitions(table.db, table.name)
+        if p.skewed is not None
+    }
 
 
 def _warn_if_no_snapshot(target: ReadTarget) -> None:
@@ -165,6 +184,8 @@ def scan_table(
         namespace=namespace,
     )  # fmt: skip
     _warn_if_no_snapshot(t)
+    if t.skews:
+        kwargs.setdefault("skews", t.skews)
     if t.schema is not None:
         kwargs.setdefault("schema", t.schema)
         if not _exists(t.path):

@@ -4,7 +4,8 @@
 * ``dump FILE`` prints one ORC ACID file's metadata (first line) and every event,
   in ``orc-tools data`` form;
 * ``ls PATH`` prints what ``getAcidState`` chose: base, deltas, obsolete and
-  aborted directories, original files.
+  aborted directories, original files, and the list-bucketing directories inside each
+  chosen base/delta (with ``--where``, which of them a read with that filter skips).
 
 Errors are raised as typed ``AcidStreamError``s; ``cli.main`` prints them as one line.
 """
@@ -15,8 +16,8 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
@@ -24,6 +25,10 @@ from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
 if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI starts
     import pyarrow as pa
 
+    from acid.directory import AcidDir
+    from acid.list_bucketing import SkewedInfo
+    from acid.list_bucketing_prune import LbSelection
+    from acid.partitions import PartitionValues
     from acid.schema import TableSchema
 
 __all__ = ["register"]
@@ -55,6 +60,13 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("ls", help="print the directories a snapshot of a table uses")
     p.add_argument("path", metavar="PATH")
     _snapshot_args(p)
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        help="a condition (COL = V, COL != V, COL IN (V, ...); repeat to AND them): show which "
+        "list-bucketing directories a read with it would skip",
+    )
     p.set_defaults(func=_cmd_ls)
 
 
@@ -83,6 +95,7 @@ class _Target:
     schema: TableSchema | None = None
     partition_keys: tuple[str, ...] = ()
     partitions: frozenset[str] | None = None  # through a static link: the ones it exposes
+    skews: Mapping[PartitionValues, SkewedInfo] = field(default_factory=dict)
 
 
 def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Target:
@@ -117,6 +130,7 @@ def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Tar
         schema=target.schema,
         partition_keys=target.partition_keys,
         partitions=target.partitions,
+        skews=target.skews,
     )
 
 
@@ -286,6 +300,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 def _cmd_ls(args: argparse.Namespace) -> int:
     from acid.directory import get_acid_state
+    from acid.list_bucketing_prune import ListBucketingPruner, from_predicates
     from acid.partitions import discover_partitions
     from acid.snapshot import ValidTxnList, ValidWriteIdList
     from acid.storage import Storage
@@ -301,10 +316,20 @@ def _cmd_ls(args: argparse.Namespace) -> int:
         raise TableNotFoundError(f"{path}: not a table or partition directory")
     wids = ValidWriteIdList.from_string(args.write_ids)
     txns = ValidTxnList.from_string(args.txns)
+    conditions = [_where_predicate(w) for w in getattr(args, "where", [])]
+    pruner = ListBucketingPruner(
+        skews=target.skews,
+        schema=target.schema,
+        expr=from_predicates(conditions) if conditions else None,
+    )
     rows: list[list[str]] = []
     for part in discover_partitions(storage, spath):
-        st = get_acid_state(part.path, write_ids=wids, txns=txns, storage=storage)
+        st = get_acid_state(
+            part.path, write_ids=wids, txns=txns, storage=storage,
+            lb_location_dirs=pruner.location_dirs(part),
+        )  # fmt: skip
         rel = os.path.relpath(part.path, spath) if part.path != spath else "."
+        sel = pruner.selection(part)
         if st.base is not None:
             b = st.base
             extra = "compacted" if b.is_compacted else "insert-overwrite"
@@ -316,6 +341,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
                     f"{len(b.files)} files, {extra}" + (", raw" if b.is_raw else ""),
                 ]
             )
+            rows += _lb_rows(rel, b, sel, bool(conditions))
         for d in st.deltas:
             kind = "delete_delta" if d.is_delete else "delta"
             side = [f"{f.name}@{f.logical_length}" for f in d.files if f.logical_length != f.length]
@@ -323,6 +349,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
             if side:
                 detail += ", flush lengths " + " ".join(side)
             rows.append([rel, kind, d.name, detail])
+            rows += _lb_rows(rel, d, None if d.is_delete else sel, bool(conditions))
         for o in st.original_files:
             where = o.dir_name or os.path.relpath(o.path, part.path)
             rows.append(
@@ -341,3 +368,46 @@ def _cmd_ls(args: argparse.Namespace) -> int:
     _print_table(header, rows, sys.stdout)
     _warn_no_snapshot(args)
     return 0
+
+
+def _lb_rows(rel: str, d: AcidDir, sel: LbSelection | None, where: bool) -> list[list[str]]:
+    """One ``lb_dir`` row per list-bucketing directory of a chosen base/delta: its files,
+    and with ``--where`` whether a read with that filter reads it."""
+    counts: dict[str, int] = {}
+    for f in d.files:
+        if f.lb_dir:
+            counts[f.lb_dir] = counts.get(f.lb_dir, 0) + 1
+    out = []
+    for lb, n in sorted(counts.items()):
+        detail = f"{n} files"
+        if where:
+            detail += ", read" if sel is None or sel.keeps(lb) else ", skipped"
+        out.append([rel, "lb_dir", f"{d.name}/{lb}", detail])
+    return out
+
+
+_WHERE = re.compile(
+    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:(!=|<>|==|=)\s*(.*?)|\s(?i:in)\s*\((.*)\))\s*$", re.S
+)
+
+
+def _where_value(text: str) -> str:
+    t = text.strip()
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        return t[1:-1]
+    return t
+
+
+def _where_predicate(text: str) -> tuple[str, str, Any]:
+    """``--where`` as a reader predicate: ``COL = V``, ``COL != V`` or ``COL IN (V, ...)``
+    (values as text, optionally quoted; the reader casts them to the column's type)."""
+    m = _WHERE.match(text)
+    if m is None:
+        raise ConfigError(
+            f"--where {text!r}: expected COL = VALUE, COL != VALUE or COL IN (V, ...)"
+        )
+    col = m.group(1).lower()
+    if m.group(4) is not None:
+        return (col, "in", tuple(_where_value(v) for v in m.group(4).split(",")))
+    op = "!=" if m.group(2) in ("!=", "<>") else "="
+    return (col, op, _where_value(m.group(3)))
