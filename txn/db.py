@@ -80,6 +80,11 @@ class Tx:
         self._db = db
         self.for_update = db.for_update_clause
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only (an older schema may then lack tables)."""
+        return self._db.read_only
+
     def for_update_of(self, alias: str) -> str:
         """Row-lock clause for a join's ``alias`` table (empty on SQLite, which locks the file)."""
         return f"{self.for_update} OF {alias}" if self.for_update else ""

@@ -41,7 +41,7 @@ def stored(tx: Tx) -> bool:
     """Whether the list-bucketing tables exist. A read-write store is migrated when it
     opens; a read-only one may be an older schema (``READABLE_FROM_VERSION``), where no
     table or partition is skewed."""
-    return not tx._db.read_only or tx.has_table("SKEWED_INFO")
+    return not tx.read_only or tx.has_table("SKEWED_INFO")
 
 
 def write_skew(tx: Tx, db: str, table: str, part: str, info: SkewedInfo | None) -> None:
