@@ -26,7 +26,6 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import count, repeat
 from typing import IO, Any, BinaryIO, Literal, cast
 from zoneinfo import ZoneInfo
@@ -44,6 +43,7 @@ from acid.orc_options import OrcWriterOptions
 from acid.orc_stitch import StripeStitcher
 from acid.orc_tail import parse_tail, rewrite_tail
 from acid.orc_types import event_type_messages
+from acid.row_keys import KeyColumns, RowIdSequence, Segment, int_column
 from acid.schema import HiveType, TableSchema, with_null_struct_children
 from acid.side_file import encode_flush_length
 from acid.storage import Storage
@@ -65,8 +65,6 @@ __all__ = [
     "AcidFileWriter",
     "Engine",
     "FileKind",
-    "RowIdSequence",
-    "Segment",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,46 +78,6 @@ ACID_VERSION_KEY = "hive.acid.version"
 _UTC = ZoneInfo("UTC")
 _EVENT_NAMES = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
 _EVENT_TYPES = (pa.int32(), pa.int64(), pa.int32(), pa.int64(), pa.int64())
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """Rows ``[start, start+n)`` of the file: a run of one write id, or explicit keys."""
-
-    start: int
-    n: int
-    owid: int
-    bucket: int
-    rowid: int
-    keys: Sequence[tuple[int, int, int]] | None = None
-
-    def key_at(self, i: int) -> tuple[int, int, int]:
-        if self.keys is not None:
-            return self.keys[i - self.start]
-        return (self.owid, self.bucket, self.rowid + (i - self.start))
-
-
-class RowIdSequence:
-    """The next rowId of each write id, for the files that share one bucket's numbering.
-
-    One writer that splits a bucket's rows over several files of one delta (one per
-    list-bucketing directory, ``acid.list_bucketing``) gives all of them one sequence, so
-    ROW__IDs (write id, bucket, rowId) stay unique per (write id, bucket) across those
-    files; a file of its own gets a private one (rowIds from 0 per write id).
-    """
-
-    __slots__ = ("_next",)
-
-    def __init__(self) -> None:
-        self._next: dict[int, int] = {}
-
-    def start(self, write_id: int) -> int:
-        """The first free rowId of ``write_id``."""
-        return self._next.get(write_id, 0)
-
-    def advance(self, write_id: int, n: int) -> None:
-        """Mark ``n`` more rowIds of ``write_id`` as taken."""
-        self._next[write_id] = self._next.get(write_id, 0) + n
 
 
 class AcidFileWriter:
@@ -346,19 +304,19 @@ class AcidFileWriter:
         self._check_open()
         if not self._columnar:
             raise ConfigError("write_events needs the arrow engine")
-        o = _int_column(original_write_ids, np.int64)
-        b = _int_column(buckets, np.int32)
-        r = _int_column(row_ids, np.int64)
+        o = int_column(original_write_ids, np.int64)
+        b = int_column(buckets, np.int32)
+        r = int_column(row_ids, np.int64)
         n = len(o)
         if not len(b) == len(r) == n:
             raise ConfigError("original_write_ids, buckets and row_ids differ in length")
         if n == 0:
             return 0
-        c = _int_column(current_write_ids, np.int64, n)
-        ops = _int_column(op, np.int32, n)
+        c = int_column(current_write_ids, np.int64, n)
+        ops = int_column(op, np.int32, n)
         if len(c) != n or len(ops) != n:
             raise ConfigError("op and current_write_ids must be one value or one per event")
-        keys = _KeyColumns(o, b, r)
+        keys = KeyColumns(o, b, r)
         if not keys.is_sorted() or (self._segments and keys[0] < self._last_key()):
             raise ConfigError("events must be in ROW__ID order, continuing the file's")
         if rows is None:
@@ -807,43 +765,3 @@ class AcidFileWriter:
             self.close()
         else:
             self.abort()
-
-
-def _int_column(values: Any, dtype: type[np.integer[Any]], n: int | None = None) -> np.ndarray:
-    """An integer column (Arrow, numpy or a sequence) as a numpy array of ``dtype``; with
-    ``n``, a single value (Python or numpy integer) stands for ``n`` equal ones."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if isinstance(values, pa.Array):
-        if values.null_count:
-            raise ConfigError("ROW__ID and operation columns cannot hold nulls")
-        values = values.to_numpy(zero_copy_only=False)
-    out = np.asarray(values, dtype=dtype)
-    if out.ndim == 0:
-        if n is None:
-            raise ConfigError("expected one value per event, got a single value")
-        return np.full(n, out, dtype)
-    return out
-
-
-class _KeyColumns(Sequence[tuple[int, int, int]]):
-    """The ROW__IDs of a run of events given as columns (``write_events``): the key
-    index looks up only the last key of each stripe, so no tuples are built per row."""
-
-    def __init__(self, o: np.ndarray, b: np.ndarray, r: np.ndarray) -> None:
-        self.o, self.b, self.r = o, b, r
-
-    def __len__(self) -> int:
-        return len(self.o)
-
-    def __getitem__(self, i: int) -> tuple[int, int, int]:  # type: ignore[override]
-        return (int(self.o[i]), int(self.b[i]), int(self.r[i]))
-
-    def is_sorted(self) -> bool:
-        """Whether the keys never go down (equal keys: one row's delete events)."""
-        o, b, r = self.o, self.b, self.r
-        if len(o) < 2:
-            return True
-        do, db, dr = np.diff(o), np.diff(b.astype(np.int64)), np.diff(r)
-        down = (do < 0) | ((do == 0) & ((db < 0) | ((db == 0) & (dr < 0))))
-        return not bool(down.any())

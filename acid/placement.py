@@ -14,7 +14,7 @@ the compactor) places rows through this one module:
   rows by directory in one vectorised pass, from the skew of the partition the rows go to
   (its own copy, taken when it was created; the table's for a partition this write
   creates). A bucket then has one file per directory, all numbered by one
-  :class:`~acid.file_writer.RowIdSequence` so ROW__IDs stay unique per (write id, bucket).
+  :class:`~acid.row_keys.RowIdSequence` so ROW__IDs stay unique per (write id, bucket).
 
 :class:`TableLayout` is a small frozen, picklable value: the Spark sink ships it to its
 executors.
@@ -33,10 +33,10 @@ import pyarrow.compute as pc
 from acid import layout
 from acid.bucket_hash import bucket_number
 from acid.errors import ConfigError, SerializationError
-from acid.file_writer import RowIdSequence
 from acid.hive_text import hive_text
 from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
 from acid.partition_name import make_partition_name
+from acid.row_keys import RowIdSequence
 from acid.schema import HiveType, TableSchema
 from acid.storage import Storage
 from acid.writer import AcidFileWriter, OrcWriterOptions

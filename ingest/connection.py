@@ -32,9 +32,9 @@ from acid.errors import (
     TransactionError,
     storage_error,
 )
-from acid.file_writer import RowIdSequence
 from acid.partition_name import DEFAULT_PARTITION_NAME, parse_partition_name
 from acid.placement import Placement, TableLayout
+from acid.row_keys import RowIdSequence
 from acid.schema import TableSchema
 from acid.table_name import TableName
 from acid.writer import AcidFileWriter, OrcWriterOptions

@@ -35,9 +35,9 @@ from typing import Any
 
 from acid import faults, layout
 from acid.errors import AcidStreamError, CommitStateUnknownError, ConfigError, SerializationError
-from acid.file_writer import RowIdSequence
 from acid.partitions import discover_partitions
 from acid.placement import Placement, TableLayout
+from acid.row_keys import RowIdSequence
 from acid.storage import Storage
 from acid.table_name import TableName
 from acid.writer import OrcWriterOptions

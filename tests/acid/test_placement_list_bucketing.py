@@ -14,11 +14,11 @@ import pyarrow.orc as pa_orc
 import pytest
 
 from acid.errors import SerializationError
-from acid.file_writer import RowIdSequence
 from acid.hive_text import hive_text, java_float_text
 from acid.list_bucketing import DEFAULT_DIR_NAME, DEFAULT_KEY, SkewedInfo
 from acid.orc_options import OrcWriterOptions
 from acid.placement import Placement, TableLayout
+from acid.row_keys import RowIdSequence
 from acid.schema import parse_hive_type
 
 DEFAULT2 = f"{DEFAULT_DIR_NAME}/{DEFAULT_DIR_NAME}"
