@@ -34,7 +34,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -57,6 +57,7 @@ __all__ = [
     "Or",
     "evaluate_cell",
     "from_predicates",
+    "partition_skews",
     "select_dirs",
 ]
 
@@ -315,6 +316,32 @@ def prune_state(state: AcidState, sel: LbSelection | None) -> AcidState:
     base = _prune_dir(state.base, sel) if state.base is not None else None
     deltas = tuple(d if d.is_delete else _prune_dir(d, sel) for d in state.deltas)
     return dataclasses.replace(state, base=base, deltas=deltas)
+
+
+class _PartitionLike(Protocol):
+    @property
+    def values(self) -> tuple[str | None, ...]: ...
+
+    @property
+    def skewed(self) -> SkewedInfo | None: ...
+
+
+def partition_skews(
+    partition_keys: Sequence[str],
+    partitions: Iterable[_PartitionLike],
+    table_skew: SkewedInfo | None,
+) -> dict[PartitionValues, SkewedInfo]:
+    """Each partition's own list bucketing by partition values (the catalog's
+    ``PartitionInfo.values`` / ``.skewed``, each the copy the partition was created with);
+    an unpartitioned table's is the table's, under ``()``."""
+    if not partition_keys:
+        return {(): table_skew} if table_skew is not None else {}
+    keys = [k.lower() for k in partition_keys]
+    return {
+        tuple(zip(keys, p.values, strict=True)): p.skewed
+        for p in partitions
+        if p.skewed is not None
+    }
 
 
 @dataclass(frozen=True)

@@ -143,14 +143,10 @@ def resolve(
 def _skews(store: Any, table: Any) -> dict[PartitionValues, SkewedInfo]:
     """Each partition's own list bucketing (a partition keeps the definition it was
     created with), for the reader to prune list-bucketing directories with."""
-    if not table.partition_keys:
-        return {(): table.skewed} if table.skewed is not None else {}
-    keys = [k.lower() for k, _ in table.partition_keys]
-    return {
-        tuple(zip(keys, p.values, strict=True)): p.skewed
-        for p in store.list_partitions(table.db, table.name)
-        if p.skewed is not None
-    }
+    from acid.list_bucketing_prune import partition_skews
+
+    parts = store.list_partitions(table.db, table.name) if table.partition_keys else ()
+    return partition_skews(table.partition_names, parts, table.skewed)
 
 
 def _warn_if_no_snapshot(target: ReadTarget) -> None:

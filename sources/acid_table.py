@@ -78,6 +78,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
+from acid import list_bucketing_prune as lbp
 from acid.errors import AcidStreamError, ConfigError, NotEnoughHistoryError, TableNotFoundError
 from acid.partitions import Partition, discover_partitions
 from acid.read_plan import ROW_ID_COLUMN, ROW_ID_TYPE, Predicate
@@ -443,6 +444,9 @@ class AcidTableReader(DataSourceReader):
             unknown = [c for c in columns if c not in known]
             if unknown:
                 raise ConfigError(f"{options.table} has no column(s) {unknown}")
+            # Each partition's list bucketing (pruned with the pushed filters); taken before
+            # the snapshot: a partition created in between is read whole.
+            self.lb = _lb_pruner(store, table)
             if store is not None:
                 snap = _take_snapshot(options, store, table)
             else:
@@ -496,6 +500,7 @@ class AcidTableReader(DataSourceReader):
                 txns=ValidTxnList.from_string(self.txns),
                 max_partition_bytes=self.opts.max_partition_bytes,
                 parallelism=self.opts.parallelism or host_parallelism(),
+                lb=self.lb,
             )
         except NotEnoughHistoryError as e:
             raise _history_error(self.opts, e) from e
@@ -505,6 +510,36 @@ class AcidTableReader(DataSourceReader):
         if not isinstance(partition, AcidTablePartition):
             return iter(())  # Spark's stand-in InputPartition(None) for an empty plan
         return read_partition(self.spec, partition)
+
+
+def _lb_pruner(store: Any | None, table: _Table) -> lbp.ListBucketingPruner:
+    """Planning worker: each partition's own list bucketing from the catalog (a partition
+    keeps the definition it was created with); none in path mode."""
+    if store is None or table.name is None:
+        return lbp.ListBucketingPruner()
+    t = store.get_table(table.name.db, table.name.table)
+    parts = store.list_partitions(t.db, t.name) if t.partition_keys else ()
+    return lbp.ListBucketingPruner(
+        skews=lbp.partition_skews(t.partition_names, parts, t.skewed), schema=t.schema
+    )
+
+
+def _lb_expr(f: Filter) -> lbp.Expr:
+    """A pushed filter as a list-bucketing pruner condition: ``EqualTo``, ``EqualNullSafe``
+    with a value, ``In`` and ``Not`` are understood, the rest is unknown (Hive's rules).
+    Spark hands top-level ANDs over as separate filters and pushes no OR."""
+    if isinstance(f, Not):
+        return lbp.Not(_lb_expr(f.child))
+    attr = getattr(f, "attribute", None)
+    if not isinstance(attr, tuple) or len(attr) != 1:
+        return lbp.Opaque(type(f).__name__)
+    col = attr[0].lower()
+    value = getattr(f, "value", None)
+    if isinstance(f, EqualTo | EqualNullSafe) and isinstance(value, _SIMPLE):
+        return lbp.Opaque("zoned") if _zoned(value) else lbp.Eq(col, value)
+    if isinstance(f, In) and all(isinstance(v, _SIMPLE) and not _zoned(v) for v in f.value):
+        return lbp.In(col, tuple(f.value))
+    return lbp.Opaque(type(f).__name__)
 
 
 def _keep(
@@ -528,8 +563,10 @@ class AcidTableFilteringReader(AcidTableReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Planning worker, before pickling: keep what prunes partitions or rows.
 
-        Partition-column predicates prune partition directories at planning; table-column
-        predicates drop rows in each file after deletes. Every filter is still returned
+        Partition-column predicates prune partition directories at planning; ``=``, ``IN``
+        and ``NOT`` on skewed columns prune list-bucketing directories at planning (Hive's
+        rules, ``acid.list_bucketing_prune``); table-column predicates drop rows in each
+        file after deletes. Every filter is still returned
         to Spark, which re-checks the (fewer) rows: our comparisons run on Arrow values and
         Spark's semantics stay the reference.
         """
@@ -543,6 +580,7 @@ class AcidTableFilteringReader(AcidTableReader):
             yield f
         self.partition_filters = tuple(part_preds)
         self.spec = dataclasses.replace(self.spec, predicates=tuple(row_preds))
+        self.lb = dataclasses.replace(self.lb, expr=lbp.And(tuple(_lb_expr(f) for f in filters)))
 
 
 # --------------------------------------------------------------------------- streaming

@@ -37,6 +37,7 @@ from acid.directory import AcidState, OriginalFile, get_acid_state
 from acid.errors import AcidFormatError
 from acid.file_reader import Deletes, read_acid_file, read_original_file
 from acid.layout import ParsedDelta
+from acid.list_bucketing_prune import ListBucketingPruner
 from acid.orc_inspect import inspect_orc, require_acid
 from acid.orc_read import read_orc_columns
 from acid.partitions import Partition
@@ -255,18 +256,25 @@ def plan_partitions(
     max_partition_bytes: int,
     parallelism: int,
     min_write_id: int | None = None,
+    lb: ListBucketingPruner | None = None,
 ) -> list[AcidTablePartition]:
     """Input partitions of a snapshot: one per (partition, bucket) group, big groups split.
 
     The split size follows Spark's file sources: ``min(max_partition_bytes,
     max(4 MiB, total / parallelism))``, so a small table still spreads over the cores.
+    ``lb`` skips the list-bucketing directories its filter cannot need.
 
     Raises:
         NotEnoughHistoryError: compaction removed the history the snapshot needs.
     """
     grouped: list[tuple[Partition, int | None, list[Piece], list[DeleteFile]]] = []
     for part in partitions:
-        state = get_acid_state(part.path, write_ids=write_ids, txns=txns, storage=storage)
+        state = get_acid_state(
+            part.path, write_ids=write_ids, txns=txns, storage=storage,
+            lb_location_dirs=lb.location_dirs(part) if lb is not None else (),
+        )  # fmt: skip
+        if lb is not None:
+            state = lb.prune(part, state)
         dfiles = delete_files(state) if min_write_id is None else []
         for bucket, pieces in sorted(
             _groups(state, storage, write_ids, min_write_id=min_write_id).items(),
