@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from acid.directory import is_lb_dir_name
 from acid.errors import AcidFormatError, ConfigError
 from acid.layout import is_hidden, parse_dir_name
 from acid.orc_inspect import inspect_orc
@@ -116,18 +117,32 @@ def peek_row_schema(storage: Storage, path: str) -> pa.Schema | None:
         if e.is_dir:
             if parse_dir_name(e.name) is None:
                 continue
-            for f in storage.list_dir(e.path):
-                if f.is_dir or is_hidden(f.name) or f.name.endswith("_flush_length") or f.size == 0:
-                    continue
-                try:
-                    return inspect_orc(storage, f.path, file_length=f.size)[1].row_schema()
-                except AcidFormatError:
-                    continue
+            found = _peek_dir(storage, e.path)
+            if found is not None:
+                return found
         elif e.size:
             try:
                 return inspect_orc(storage, e.path, file_length=e.size)[1].row_schema()
             except AcidFormatError:
                 continue
+    return None
+
+
+def _peek_dir(storage: Storage, path: str) -> pa.Schema | None:
+    """The row schema of a file of a base/delta, or of its list-bucketing directories."""
+    entries = storage.list_dir(path)
+    for f in entries:
+        if f.is_dir or is_hidden(f.name) or f.name.endswith("_flush_length") or f.size == 0:
+            continue
+        try:
+            return inspect_orc(storage, f.path, file_length=f.size)[1].row_schema()
+        except AcidFormatError:
+            continue
+    for f in entries:
+        if f.is_dir and is_lb_dir_name(f.name):
+            found = _peek_dir(storage, f.path)
+            if found is not None:
+                return found
     return None
 
 

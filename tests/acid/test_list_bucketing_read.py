@@ -299,3 +299,10 @@ def test_pruned_scan_equals_filtered_full_scan(
     full = read_table(root, filter=preds, schema=SCHEMA)
     pruned = read_table(root, filter=preds, schema=SCHEMA, skews={(("ds", "1"),): info})
     assert sorted_rows(pruned) == sorted_rows(full)
+
+
+def test_empty_snapshot_takes_its_columns_from_a_file_in_an_lb_dir(tmp_path: Path) -> None:
+    part = tmp_path / "ds=1"
+    write_lb_file(delta(part, 1), 1, "x=6", [(6, "a")])
+    t = read_table(part, write_ids="db.t:1:9223372036854775807::1")  # write id 1 aborted
+    assert t.num_rows == 0 and t.column_names == ["x", "s", "ds"]
