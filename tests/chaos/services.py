@@ -137,7 +137,8 @@ def s3_endpoint() -> str:
     moto = _moto_server()
     assert moto is not None
     port = free_port()
-    fd, _log = tempfile.mkstemp(prefix="acidchaos-moto-", suffix=".log")
+    fd, log = tempfile.mkstemp(prefix="acidchaos-moto-", suffix=".log")
+    atexit.register(lambda: os.path.exists(log) and os.remove(log))  # the log goes at exit
     proc = subprocess.Popen([moto, "-p", str(port)], stdout=fd, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)  # fmt: skip
     os.close(fd)
