@@ -703,6 +703,7 @@ class AcidTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 max_partition_bytes=self.opts.max_partition_bytes,
                 parallelism=self.opts.parallelism or host_parallelism(),
                 min_write_id=lo,
+                lb=_lb_pruner(store, table),  # location-map directories of each partition
             )
         except NotEnoughHistoryError as e:
             raise NotEnoughHistoryError(

@@ -90,3 +90,57 @@ def test_pushed_filters_skip_list_bucketing_dirs(sp: Any, env: Any) -> None:
     assert _rows(sp, env, "x = 6") == want["x = 6"]
     with pytest.raises(Exception, match=r"(?i)orc"):
         _rows(sp, env, "x = 7")
+
+
+def test_stream_reads_location_map_dirs_and_batch_prunes_them(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A declared tuple stored under a location-map directory (``hot/6``, neither ``k=v``
+    nor the default name): the streaming planner and the batch planner find its files."""
+    import pyarrow as pa
+
+    from acid.errors import AcidFormatError
+
+    wh = str(tmp_path / "wh")
+    store = open_store(store_url, warehouse=wh)
+    try:
+        store.create_table(
+            TableDef(
+                db="default", name="m", columns=(("x", "int"), ("s", "string")),
+                partition_keys=(("p", "string"),), parameters={"transactional": "true"},
+                skewed=SKEW,
+            )
+        )  # fmt: skip
+        store.set_skewed_location("default", "m", ("6",), "hot/6")
+        with StreamingConnection("m", record_writer=StrictJsonWriter(), store=store) as c:
+            c.begin_transaction()
+            c.write_rows([(6, "a"), (7, "b"), (20, "c")], partition=["a"])
+            c.commit_transaction()
+        loc = Path(str(store.get_table("default", "m").location))
+        assert list(loc.glob("p=a/delta_*/hot/6/bucket_00000"))
+        opts = {"path": "default.m", "metastore": store_url, "warehouse": wh}
+        source = AcidTableSource(opts)
+        r = source.streamReader(source.schema())
+        start = r.initialOffset()
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        got = pa.Table.from_batches([b for p in r.partitions(start, end) for b in r.read(p)])
+        assert sorted(got.column("s").to_pylist()) == ["a", "b", "c"]
+        r.stop()
+        # Batch: x = 6 reads only hot/6 (the other directories are spoiled), x = 7 fails.
+        _spoil(loc, "x=20")
+        _spoil(loc, DEFAULT_DIR_NAME)
+        batch = AcidTableSource({**opts, "filterPushdown": "true"})
+        schema = batch.schema()
+        from pyspark.sql.datasource import EqualTo
+
+        for value, ok in ((6, True), (7, False)):
+            reader = batch.reader(schema)
+            list(reader.pushFilters([EqualTo(("x",), value)]))  # type: ignore[attr-defined]
+            if ok:
+                rows = [b for p in reader.partitions() for b in reader.read(p)]
+                assert sorted(pa.Table.from_batches(rows).column("x").to_pylist()) == [6]
+            else:
+                with pytest.raises(AcidFormatError):
+                    [b for p in reader.partitions() for b in reader.read(p)]
+    finally:
+        store.close()
