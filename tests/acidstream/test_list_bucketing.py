@@ -115,3 +115,25 @@ def test_ls_where_syntax_error_is_one_line(
                "--where", "x > 6"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc != 0 and "--where" in err and err.count("\n") == 1
+
+
+def test_read_by_name_finds_location_map_dirs(
+    store: TxnStore, store_url: str, warehouse: str
+) -> None:
+    t = store.create_table(
+        TableDef(
+            db="default", name="m", columns=(("x", "int"), ("s", "string")),
+            partition_keys=(("p", "string"),), parameters={"transactional": "true"},
+            skewed=SKEW,
+        )
+    )  # fmt: skip
+    store.set_skewed_location("default", "m", ("6",), "hot/6")
+    with StreamingConnection("m", record_writer=StrictJsonWriter(), store=store) as c:
+        c.begin_transaction()
+        c.write_rows([(6, "a"), (7, "b"), (20, "c")], partition=["a"])
+        c.commit_transaction()
+    kw: dict[str, Any] = {"metastore": store_url, "warehouse": warehouse}
+    assert rows(acidstream.read_table("default.m", **kw)) == [(6, "a"), (7, "b"), (20, "c")]
+    spoil(Path(str(t.location)) / "p=a", "x=20")
+    spoil(Path(str(t.location)) / "p=a", DEFAULT_DIR_NAME)
+    assert rows(acidstream.read_table("default.m", filter=[("x", "=", 6)], **kw)) == [(6, "a")]
