@@ -183,9 +183,7 @@ def bench_encode_block(kind: str, n: int, repeat: int) -> Result:
     return Result(f"{kind} encode_block", n, ours, floor_s, TARGETS[kind], with_write)
 
 
-def _floor_seconds(
-    kind: str, lines: list[bytes], repeat: int, *, compressed: bool = True
-) -> float:
+def _floor_seconds(kind: str, lines: list[bytes], repeat: int, *, compressed: bool = True) -> float:
     data = b"\n".join(lines)
     strings = pa.array(lines, pa.binary()).cast(pa.string())
     return _best(
