@@ -276,13 +276,21 @@ def is_lb_dir_name(name: str, extra: Collection[str] = ()) -> bool:
 _Listed = tuple[FileInfo, str]
 
 
-def _list_data_files(storage: Storage, path: str, lb_names: Collection[str]) -> list[_Listed]:
-    """The data files of a delta/base, then those of its list-bucketing directories.
+def _list_data_files(
+    storage: Storage,
+    path: str,
+    lb_names: Collection[str],
+    rel: str = "",
+    out: list[_Listed] | None = None,
+) -> list[_Listed]:
+    """The data files of a delta/base (``rel`` ""), then those of its list-bucketing
+    directories at any depth (one level per skewed column; ``rel`` is the directory
+    inside the delta/base).
 
     The common case (no subdirectory) costs one listing, as before; side files are
     matched per file later, in whichever directory the file sits.
     """
-    out: list[_Listed] = []
+    out = [] if out is None else out
     subdirs: list[FileInfo] = []
     for e in storage.list_dir(path):
         if is_hidden(e.name):
@@ -291,28 +299,10 @@ def _list_data_files(storage: Storage, path: str, lb_names: Collection[str]) -> 
             if is_lb_dir_name(e.name, lb_names):
                 subdirs.append(e)
         elif not e.name.endswith(SIDE_FILE_SUFFIX):
-            out.append((e, ""))
-    for d in subdirs:
-        _list_lb_files(storage, d, d.name, lb_names, out)
-    return out
-
-
-def _list_lb_files(
-    storage: Storage, d: FileInfo, rel: str, lb_names: Collection[str], out: list[_Listed]
-) -> None:
-    """The files under list-bucketing directory ``d`` (``rel`` inside its delta/base), at
-    any depth: one level per skewed column."""
-    subdirs: list[FileInfo] = []
-    for e in storage.list_dir(d.path):
-        if is_hidden(e.name):
-            continue
-        if e.is_dir:
-            if is_lb_dir_name(e.name, lb_names):
-                subdirs.append(e)
-        elif not e.name.endswith(SIDE_FILE_SUFFIX):
             out.append((e, rel))
-    for s in subdirs:
-        _list_lb_files(storage, s, f"{rel}/{s.name}", lb_names, out)
+    for d in subdirs:
+        _list_data_files(storage, d.path, lb_names, f"{rel}/{d.name}" if rel else d.name, out)
+    return out
 
 
 def _list_originals_recursive(storage: Storage, path: str) -> list[FileInfo]:

@@ -10,30 +10,20 @@ import pytest
 
 import acidstream
 from acid.errors import AcidFormatError
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acid.list_bucketing import DEFAULT_DIR_NAME
 from acid.reader import read_table
 from acidstream.cli.main import main
 from ingest.connection import StreamingConnection
 from ingest.record_writers import StrictJsonWriter
+from tests.list_bucketing_tables import SKEW, make_lb_table
 from txn.catalog import TableDef
 from txn.store import TxnStore
-
-SKEW = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_dirs=True)
 
 
 def lb_table(store: TxnStore) -> TableDef:
     """``default.t`` skewed on x (6, 20): partition ``p=a`` list-bucketed, three txns;
     ``p=b`` created after ``NOT SKEWED``: plain layout."""
-    t = store.create_table(
-        TableDef(
-            db="default",
-            name="t",
-            columns=(("x", "int"), ("s", "string")),
-            partition_keys=(("p", "string"),),
-            parameters={"transactional": "true"},
-            skewed=SKEW,
-        )
-    )
+    t = make_lb_table(store)
     with StreamingConnection("t", record_writer=StrictJsonWriter(), store=store) as c:
         for w in range(3):
             c.begin_transaction()

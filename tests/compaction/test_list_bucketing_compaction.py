@@ -10,32 +10,23 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acid.list_bucketing import DEFAULT_DIR_NAME
 from acid.reader import read_table
 from compaction import Worker
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictJsonWriter
 from tests.acid.orc_builders import write_original
 from tests.compaction.conftest import Tbl
+from tests.list_bucketing_tables import make_lb_table
 from txn.catalog import TableDef
 from txn.compaction_sql import READY_FOR_CLEANING, CompactionQueue
 from txn.store import TxnStore
 
-SKEW = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_dirs=True)
 DIRS = {"x=6", "x=20", DEFAULT_DIR_NAME}
 
 
 def lb_table(store: TxnStore) -> TableDef:
-    return store.create_table(
-        TableDef(
-            db="default",
-            name="t",
-            columns=(("x", "int"), ("s", "string")),
-            partition_keys=(("p", "string"),),
-            parameters={"transactional": "true"},
-            skewed=SKEW,
-        )
-    )
+    return make_lb_table(store)
 
 
 def stream(store: TxnStore, batches: list[list[int]], tag: str) -> None:

@@ -18,34 +18,20 @@ import pyarrow.orc as pa_orc
 import pytest
 
 from acid.errors import ConfigError, SerializationError, StorageError
-from acid.file_writer import RowIdSequence
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acid.list_bucketing import DEFAULT_DIR_NAME
 from acid.orc_options import OrcWriterOptions
 from acid.placement import Placement, TableLayout
+from acid.row_keys import RowIdSequence
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictJsonWriter
 from recovery.fsck import fsck_table
 from recovery.repair import repair_table
 from tests.http.conftest import ServerProcess, base_config, write_config
 from tests.ingest.conftest import snapshot_read
+from tests.list_bucketing_tables import SKEW, make_lb_table
 from tests.plugins.faulty_fs import FaultPlan, install
 from txn.catalog import TableDef
 from txn.store import TxnStore
-
-SKEW = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_dirs=True)
-
-
-def make_lb_table(store: TxnStore, skewed: SkewedInfo | None = SKEW) -> TableDef:
-    return store.create_table(
-        TableDef(
-            db="default",
-            name="t",
-            columns=(("x", "int"), ("s", "string")),
-            partition_keys=(("p", "string"),),
-            parameters={"transactional": "true"},
-            skewed=skewed,
-        )
-    )
 
 
 def rec(x: int | None, s: str, p: str = "a") -> bytes:

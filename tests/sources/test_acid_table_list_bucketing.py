@@ -8,16 +8,15 @@ from typing import Any
 
 import pytest
 
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acid.list_bucketing import DEFAULT_DIR_NAME
 from ingest.connection import StreamingConnection
 from ingest.record_writers import StrictJsonWriter
 from sources.acid_table import AcidTableSource
+from tests.list_bucketing_tables import SKEW, make_lb_table
 from txn.catalog import TableDef
 from txn.store import open_store
 
 pytestmark = pytest.mark.spark
-
-SKEW = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_dirs=True)
 
 
 @pytest.fixture
@@ -25,16 +24,7 @@ def env(store_url: str, tmp_path: Path) -> Any:
     """A list-bucketed table ``default.t`` (partition ``p=a``, two txns) on both backends."""
     wh = str(tmp_path / "wh")
     store = open_store(store_url, warehouse=wh)
-    t = store.create_table(
-        TableDef(
-            db="default",
-            name="t",
-            columns=(("x", "int"), ("s", "string")),
-            partition_keys=(("p", "string"),),
-            parameters={"transactional": "true"},
-            skewed=SKEW,
-        )
-    )
+    t = make_lb_table(store)
     with StreamingConnection("t", record_writer=StrictJsonWriter(), store=store) as c:
         for w in range(2):
             c.begin_transaction()
