@@ -52,7 +52,7 @@ from acid.orc_inspect import (
 from acid.orc_options import OrcWriterOptions
 from acid.orc_read import read_orc_columns
 from acid.placement import list_bucketing_dirs
-from acid.reader import READ_THREADS, iter_batches
+from acid.reader import READ_THREADS, THREADED_READ_MIN_AVG_BYTES, iter_batches
 from acid.schema import TableSchema
 from acid.snapshot import (
     RangeResponse,
@@ -453,17 +453,13 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-# Below this average file size, files are read one after the other: each small file costs
-# more GIL-holding Python (open, wrap, rename) than GIL-free decoding, so threads only add
-# contention (measured on 1,000 files of 100 rows: slower with 2-4 threads than with one).
-THREADED_READ_MIN_AVG_BYTES = 256 * 1024
-
-
 def map_in_threads(
     fn: Callable[[_T], _R], items: Sequence[_T], *, total_bytes: int | None = None
 ) -> list[_R]:
     """``[fn(x) for x in items]``, on ``READ_THREADS`` threads in contiguous chunks when the
-    items are files averaging at least ``THREADED_READ_MIN_AVG_BYTES`` (``total_bytes``).
+    items are files averaging at least the reader's ``THREADED_READ_MIN_AVG_BYTES``
+    (``total_bytes``): below it each small file costs more GIL-holding Python than
+    GIL-free decoding, and threads only add contention.
 
     pyarrow decodes ORC without the GIL. One task per chunk rather than per file: with
     thousands of small files, a future per file costs as much as reading the file.
