@@ -324,11 +324,13 @@ def _cmd_ls(args: argparse.Namespace) -> int:
     )
     rows: list[list[str]] = []
     for part in discover_partitions(storage, spath):
+        rel = os.path.relpath(part.path, spath) if part.path != spath else "."
+        if target.partitions is not None and rel not in target.partitions:
+            continue  # through a static link: only the partitions it exposes
         st = get_acid_state(
             part.path, write_ids=wids, txns=txns, storage=storage,
             lb_location_dirs=pruner.location_dirs(part),
         )  # fmt: skip
-        rel = os.path.relpath(part.path, spath) if part.path != spath else "."
         sel = pruner.selection(part)
         if st.base is not None:
             b = st.base

@@ -56,6 +56,10 @@ def test_links_are_created_altered_shown_read_and_dropped(store: TxnStore, cli: 
     assert code == 0 and out.splitlines()[2].split() == ["a", "t1@b", "b.t1", "ds=1"]
     code, out, _ = cli("read", "t1@b", "--namespace", "a", "--columns", "id")
     assert code == 0 and sorted(json.loads(x)["id"] for x in out.splitlines()) == [0, 1, 2]
+    code, out, _ = cli("ls", "t1@b", "--namespace", "a")  # only the partition it exposes
+    assert code == 0 and {r.split()[0] for r in out.splitlines()[2:]} == {"ds=1"}, out
+    code, out, _ = cli("ls", "b.t1")  # the owner's table: both
+    assert code == 0 and {r.split()[0] for r in out.splitlines()[2:]} == {"ds=1", "ds=2"}, out
     assert cli("alter-link", "a", "t1@b", "drop-partition", "ds=1")[0] == 0
     assert cli("read", "t1@b", "--namespace", "a")[1] == ""  # a static link without partitions
     assert cli("create-link", "default", "t1@b", "--dynamic")[0] == 0
