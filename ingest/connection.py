@@ -318,7 +318,7 @@ class StreamingConnection:
             # One thread and one extra store connection (Hive's separate heartbeat client)
             # for every batch of the connection.
             self._heartbeater = Heartbeater(
-                open_store(self._store.url),
+                open_store(self._store.url, clock=self._store.clock),
                 interval_s=self.options.heartbeat_interval,
                 txn_range=lambda: None,
                 on_lost=lambda _: None,

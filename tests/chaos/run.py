@@ -299,9 +299,9 @@ def report_markdown(
         "  alive at a step between heartbeats.",
         "",
         "Not covered: a SIGSTOP inside a metastore DB transaction (a frozen process holding",
-        "SQLite's write lock stops every other client), and a clock jump seen by the writer's",
-        "heartbeat thread (it stamps with its own store's clock, and beats only every half",
-        "timeout, so no beat falls inside an iteration).",
+        "SQLite's write lock stops every other client), and a heartbeat inside an iteration",
+        "(the writer's heartbeat thread stamps with the same jumped clock, but beats only every",
+        "half timeout, so no beat falls inside an iteration).",
         "",
     ]
     return "\n".join(lines)
