@@ -17,6 +17,7 @@ from ingest.record_bulk import (
     VECTOR_KINDS,
     assemble_bound,
     block_arrow_type,
+    block_read_size,
     block_schema,
     contains,
     convert_partition,
@@ -166,7 +167,7 @@ class _BoundDelimited:
         if quick is not None:
             # Every record is a plain line: one read; a wrong field count fails it.
             try:
-                table = self._read(quick[0], names)
+                table = self._read(quick[0], names, longest=int(quick[1].max()))
             except pa.ArrowInvalid:
                 table = None
         if table is not None and table.num_rows == len(records):
@@ -183,7 +184,8 @@ class _BoundDelimited:
             keep = np.flatnonzero(~suspect)
             if not len(keep):
                 return assemble_bound(self, records, None, [], [], suspect)
-            table = self._read(b"\n".join([records[i] for i in keep.tolist()]), names)
+            kept = [records[i] for i in keep.tolist()]
+            table = self._read(b"\n".join(kept), names, longest=max(map(len, kept)))
         row_suspect = np.zeros(len(keep), dtype=bool)
         null = self.null_format.encode("utf-8", "surrogateescape")
         columns: list[pa.Array] = []
@@ -217,11 +219,15 @@ class _BoundDelimited:
         suspect[keep[row_suspect]] = True
         return assemble_bound(self, records, keep, columns, parts, suspect)
 
-    def _read(self, data: bytes, names: list[str]) -> pa.Table:
+    def _read(self, data: bytes, names: list[str], *, longest: int) -> pa.Table:
         """One pyarrow.csv read: no quoting, no escapes, every field as raw bytes."""
         return pa_csv.read_csv(
             io.BytesIO(data),
-            read_options=pa_csv.ReadOptions(column_names=names, use_threads=True),
+            read_options=pa_csv.ReadOptions(
+                column_names=names,
+                use_threads=True,
+                block_size=block_read_size(len(data), longest),
+            ),
             parse_options=pa_csv.ParseOptions(
                 delimiter=self.field_delimiter,
                 quote_char=False,

@@ -21,6 +21,7 @@ from acid.schema import HiveType, TableSchema
 from ingest.record_bulk import (
     assemble,
     block_arrow_type,
+    block_read_size,
     block_schema,
     contains,
     convert_partition,
@@ -326,7 +327,7 @@ class _BoundJson:
         quick = joined_lines(records, self.max_record_bytes)
         if quick is not None and self._plain(records, *quick):
             try:
-                table = self._read(quick[0], threads=True)
+                table = self._read(quick[0], threads=True, longest=int(quick[1].max()))
             except pa.ArrowInvalid:
                 table = None
         if table is not None and table.num_rows == n:
@@ -395,13 +396,15 @@ class _BoundJson:
             _bracket_heavy(records[i]) for i in np.flatnonzero(lengths > _BRACKET_LIMIT).tolist()
         )
 
-    def _read(self, data: bytes, *, threads: bool) -> pa.Table:
+    def _read(self, data: bytes, *, threads: bool, longest: int = 0) -> pa.Table:
         assert self.read_schema is not None
         table = pa_json.read_json(
             io.BytesIO(data),
             read_options=pa_json.ReadOptions(
                 use_threads=threads,
-                block_size=(1 << 20) if threads else max(1 << 20, len(data) + 1),
+                block_size=(
+                    block_read_size(len(data), longest) if threads else max(1 << 20, len(data) + 1)
+                ),
             ),
             parse_options=pa_json.ParseOptions(
                 explicit_schema=self.read_schema,

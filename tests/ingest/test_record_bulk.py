@@ -227,6 +227,31 @@ def test_json_clean_block_converts_in_bulk() -> None:
     assert block.table.num_rows == 1000 and len(block.rejected) == 1
 
 
+def test_a_line_longer_than_the_read_block_is_read_in_bulk() -> None:
+    """Reads cut a block of lines into small Arrow blocks (so threads share it); one line
+    far longer than that block size still lands whole, with its neighbours, in the one
+    bulk read of the block (JSON and delimited), not in a fallback."""
+    from ingest.record_bulk import block_read_size
+
+    schema = TableSchema.parse("id int, s string")
+    long_s = "x" * 300_000
+    short = [json.dumps({"id": i, "s": f"n{i}"}).encode() for i in range(20_000)]
+    lines = [*short[:10_000], json.dumps({"id": -1, "s": long_s}).encode(), *short[10_000:]]
+    assert block_read_size(sum(map(len, short)), 40) < len(lines[10_000])  # would straddle
+    delimited = [b"%d\x01%s" % (i, s.encode()) for i, s in [(1, "a"), (2, long_s), (3, "c")] * 5000]
+    for writer, block_lines, n, at in (
+        (StrictJsonWriter(), lines, 20_001, 10_000),
+        (StrictDelimitedInputWriter(), delimited, 15_000, 1),
+    ):
+        bound = writer.bind(schema)
+        cls = type(bound)
+        with patch.object(cls, "_read", autospec=True, side_effect=cls._read) as spy:
+            block = bound.encode_block(block_lines)
+        assert spy.call_count == 1  # the quick read took the whole block
+        assert block.table.num_rows == n and not block.rejected
+        assert block.table.column("s")[at].as_py() == long_s
+
+
 # --------------------------------------------------------------------------- regex
 
 REGEX_SCHEMA = TableSchema.parse(PRIMITIVES)
