@@ -24,6 +24,7 @@ ROW__IDs stay unique whatever the number of tasks. See ``docs/sink.md``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -56,6 +57,8 @@ AGENT_PREFIX = "acidstream-sink:"
 CRASH_POINTS = ("sink.after_open", "sink.during_heartbeat", "sink.after_files", "sink.after_commit")
 """The sink's fault-injection steps (``acid.faults``), in the order a micro-batch passes them."""
 TASK_CRASH_POINTS = ("sink.task_after_flush",)
+DRAIN_TIMEOUT_S = 60.0
+"""How long a failed micro-batch waits for its job's other tasks to end before deleting."""
 """The executor task's fault-injection steps (each flush of a task's file)."""
 FILE_SCHEMA = (
     "partition string, path string, bucket int, stmt int, rows long, bad long, "
@@ -339,6 +342,47 @@ def committed_offsets(
     return None if raw is None else json.loads(raw)
 
 
+_GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+@contextlib.contextmanager
+def _job_group(sc: Any, group: str, description: str) -> Iterator[None]:
+    """Driver side: run the micro-batch's Spark job in its own job group (so a failure can
+    cancel and wait for exactly its tasks), restoring the caller's group afterwards."""
+    saved = {k: sc.getLocalProperty(k) for k in _GROUP_PROPERTIES}
+    sc.setJobGroup(group, description, interruptOnCancel=True)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            sc.setLocalProperty(k, v)
+
+
+def _drain_job_group(sc: Any, group: str, *, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
+    """Driver side, after a failed job: cancel what is left of it and wait until none of
+    its tasks runs (``False`` if some still did after ``timeout_s``)."""
+    try:
+        sc.cancelJobGroup(group)
+        tracker = sc.statusTracker()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            active = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job is not None else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    active += stage.numActiveTasks if stage is not None else 0
+            if not active:
+                return True
+            if time.monotonic() >= deadline:
+                log.warning("%d tasks of failed job group %s still run", active, group)
+                return False
+            time.sleep(0.05)  # Spark's status tracker offers nothing to wait on
+    except Exception as e:  # a stopped context: nothing runs any more
+        log.warning("could not wait for the tasks of failed job group %s: %s", group, e)
+        return False
+
+
 class AcidSink:
     """The ``foreachBatch`` function: ``query.writeStream.foreachBatch(AcidSink(...))``.
 
@@ -376,6 +420,7 @@ class AcidSink:
         self.agent = f"{AGENT_PREFIX}{self.db}.{self.table_name}:{self.options.sink_id}"
         self._store: TxnStore | None = None
         self._table: TableDef | None = None
+        self._aborted_write_ids: set[int] = set()
         self.batches_committed = 0
         self.batches_skipped = 0
         self.last_batch_stats: dict[str, Any] = {}
@@ -465,6 +510,10 @@ class AcidSink:
         if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
             raise ConfigError("AcidSink needs spark.speculation=false (a file per task attempt)")
         store, table = self._open()
+        if self._aborted_write_ids:
+            # Late files of a failed batch (aborted write ids: nobody reads them).
+            self._delete_writes(self._aborted_write_ids)
+            self._aborted_write_ids = set()
         last = self._last_committed(store)
         if (
             last is not None
@@ -487,6 +536,7 @@ class AcidSink:
             agent_info=self.agent,
         )
         txns, write_ids = list(batch.txn_ids), batch.write_ids
+        group = f"acidstream-{self.name}-{batch_id}-{txns[0]}"
         try:
             batch.lock_all()
             faults.point("sink.after_open")
@@ -507,11 +557,12 @@ class AcidSink:
             cols = [self.options.value_column] + (
                 ["topic", "partition", "offset"] if plan.has_offsets else []
             )
-            files = (
-                batch_df.select(*cols)
-                .mapInArrow(lambda it, plan=plan: _write_task(plan, it), FILE_SCHEMA)
-                .collect()
-            )
+            with _job_group(spark.sparkContext, group, f"acidstream {self.name} batch {batch_id}"):
+                files = (
+                    batch_df.select(*cols)
+                    .mapInArrow(lambda it, plan=plan: _write_task(plan, it), FILE_SCHEMA)
+                    .collect()
+                )
             faults.point("sink.after_files")
             rows = sum(int(f["rows"]) for f in files)
             bad = sum(int(f["bad"]) for f in files)
@@ -540,15 +591,22 @@ class AcidSink:
             raise
         except BaseException:
             if batch.state is not TxnState.COMMITTED:
+                # A failed task fails the job at once, while the job's other tasks may
+                # still be writing: let them end before their files are deleted.
+                _drain_job_group(spark.sparkContext, group)
                 self._abort(batch)
             raise
         finally:
             batch.close()
 
     def _abort(self, batch: TransactionBatch) -> None:
-        """A micro-batch that failed before its commit: abort its txns, delete its files."""
+        """A micro-batch that failed before its commit: abort its txns, delete its files.
+
+        The write ids stay on the list of the next batch's cleanup too: a killed task's
+        Python worker can still create a file for a moment after its task ended."""
         try:
             batch.abort_remaining("micro-batch failed before commit")
+            self._aborted_write_ids |= set(batch.write_ids)
             self._delete_writes(set(batch.write_ids))
         except (AcidStreamError, OSError) as e:
             log.error(

@@ -125,6 +125,42 @@ def test_a_failed_transaction_batch_aborts_every_txn_and_deletes_its_files(
     sink.close()
 
 
+def test_a_failed_batch_waits_for_its_other_tasks_before_deleting(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    """One task fails at once on a bad record while another is still computing its input
+    (slow upstream): the failed batch cancels and waits for the straggler, so no file of
+    the aborted batch appears after the cleanup."""
+    from pyspark.sql.functions import col, udf
+
+    @udf("binary")
+    def slow(v: bytes) -> bytes:
+        if b'"slow"' in v:
+            import time
+
+            time.sleep(2.0)  # the straggler: its file would land after the driver's cleanup
+        return v
+
+    good = [json.dumps({"id": i, "msg": "slow", "ds": "d0"}).encode() for i in range(5)]
+    fast = spark.createDataFrame([(b"{oops",)], "value binary").repartition(1)
+    straggler = spark.createDataFrame([(v,) for v in good], "value binary").repartition(1)
+    df = fast.union(straggler.select(slow(col("value")).alias("value")))
+    sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"])
+    with pytest.raises(Exception, match="bad record"):
+        sink(df, 0)
+    tracker = spark.sparkContext.statusTracker()
+    # A failed stage leaves the active list at once, while its killed tasks may still
+    # run: count the running tasks of every stage Spark still knows.
+    running = [
+        (sid, info.numActiveTasks)
+        for sid in range(2000)
+        if (info := tracker.getStageInfo(sid)) is not None and info.numActiveTasks
+    ]
+    assert running == []  # nothing of the failed batch runs any more...
+    assert not list(Path(env["wh"]).rglob("delta_*"))  # ...and nothing of it is left
+    sink.close()
+
+
 def test_bad_record_fails_the_batch_and_leaves_nothing_visible(
     spark: Any, env: dict[str, Any]
 ) -> None:
