@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
+from acidstream.cli.output import print_table
 
 if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI starts
     import pyarrow as pa
@@ -234,17 +235,6 @@ def _cell(value: Any) -> str:
     return json_dumps(value)
 
 
-def _print_table(header: Sequence[str], rows: Iterable[Sequence[str]], out: Any) -> None:
-    body = [list(r) for r in rows]
-    widths = [len(h) for h in header]
-    for r in body:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    out.write("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip() + "\n")
-    out.write("  ".join("-" * w for w in widths) + "\n")
-    for r in body:
-        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
-
-
 def _cmd_dump(args: argparse.Namespace) -> int:
     from acid.json_values import json_dumps, json_lines
     from acid.orc_inspect import inspect_orc, logical_length, read_flush_lengths
@@ -308,7 +298,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
     target = _resolve_table_arg(args.path, args)
     header = ["PARTITION", "KIND", "NAME", "DETAIL"]
     if target.schema is not None and not _location_exists(target):
-        _print_table(header, [], sys.stdout)  # a catalog table nothing was written to
+        print_table(header, [], sys.stdout)  # a catalog table nothing was written to
         return 0
     path = target.path
     storage, spath = Storage.for_path(path)
@@ -367,7 +357,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
             rows.append([rel, "obsolete", os.path.relpath(p, part.path), ""])
         for p in st.aborted:
             rows.append([rel, "aborted", os.path.relpath(p, part.path), ""])
-    _print_table(header, rows, sys.stdout)
+    print_table(header, rows, sys.stdout)
     _warn_no_snapshot(args)
     return 0
 

@@ -15,12 +15,12 @@ import datetime as dt
 import signal
 import threading
 import time
-from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
 from acid.errors import ConfigError
 from acid.table_name import TableName
+from acidstream.cli.output import print_table
 from compaction.config import CompactorConfig
 from compaction.service import Compactor
 from recovery.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
@@ -63,15 +63,6 @@ def _split(worker_id: str | None) -> tuple[str, str]:
         return parts[0], "-".join(parts[1:])
     host, _, rest = worker_id.rpartition("-")
     return (host, rest) if host else (worker_id, "")
-
-
-def _print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    for n, r in enumerate(cells):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def _spark(args: argparse.Namespace) -> Any:
@@ -153,7 +144,7 @@ def _compactions(args: argparse.Namespace) -> int:
              ihost, iid, c.pool_name or "default", c.txn_id or "", c.next_txn_id or "",
              _ts(c.commit_time_ms), c.highest_write_id if c.highest_write_id is not None else "")
         )  # fmt: skip
-    _print_table(SHOW_COMPACTIONS_COLUMNS, rows)
+    print_table(SHOW_COMPACTIONS_COLUMNS, rows)
     return 0
 
 

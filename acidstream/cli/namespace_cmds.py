@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 
 from acid.errors import ConfigError
+from acidstream.cli.output import print_table
 from txn.config import StoreConfig
 from txn.links_sql import LinkDef
 from txn.namespaces import parse_name
@@ -34,19 +34,6 @@ def _link_target(namespace: str, name: str) -> tuple[str, str]:
     if ref.db is not None and ref.db != namespace.strip().lower():
         raise ConfigError(f"{name!r} names a link of namespace {ref.db}, not of {namespace}")
     return ref.link_owner, ref.table
-
-
-def _print_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
-
-    def line(r: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-
-    print(line(header))
-    print("  ".join("-" * w for w in widths))
-    for r in cells:
-        print(line(r))
 
 
 def _describe(link: LinkDef) -> str:
@@ -116,7 +103,7 @@ def _show_links(args: argparse.Namespace) -> int:
         print(json.dumps([_link_json(x) for x in links], indent=2))
         return 0
     rows = [(x.namespace, x.name, f"{x.target_db}.{x.target_table}", _describe(x)) for x in links]
-    _print_table(("namespace", "link", "target", "partitions"), rows)
+    print_table(("namespace", "link", "target", "partitions"), rows)
     return 0
 
 
@@ -135,7 +122,7 @@ def _usage(args: argparse.Namespace) -> int:
         print(json.dumps([u.as_dict() for u in usage], indent=2))
         return 0
     rows = [[u.as_dict()[c] for c in _USAGE_COLUMNS] for u in usage]
-    _print_table(_USAGE_COLUMNS, rows)
+    print_table(_USAGE_COLUMNS, rows)
     return 0
 
 

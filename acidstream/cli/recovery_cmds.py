@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
 from typing import Any
+
+from acidstream.cli.output import print_table
 
 __all__ = ["register"]
 
@@ -65,21 +66,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--metastore", help="metastore URL (default: $ACIDSTREAM_METASTORE)")
     p.add_argument("--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE)")
-
-
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Rows in aligned columns (the last column is not padded)."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c if i == len(cells) - 1 else c.ljust(widths[i]) for i, c in enumerate(cells)
-        )
-
-    print(line(headers))
-    print(line(["-" * w for w in widths]))
-    for r in rows:
-        print(line(r))
 
 
 def _resolve(args: argparse.Namespace, *, allow_path: bool) -> tuple[Any, Any, str | None]:

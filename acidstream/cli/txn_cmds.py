@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from collections.abc import Sequence
 
 from acid.errors import ConfigError
 from acid.schema import TableSchema
 from acid.table_name import TableName
+from acidstream.cli.output import print_table
 from acidstream.cli.table_cmds import add_skew_options, skew_summary, skewed_from_args
 from txn.catalog import TableDef, is_absolute_location
 from txn.config import StoreConfig
@@ -45,22 +45,13 @@ def _ts(ms: int | None) -> str:
     return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    for n, r in enumerate(cells):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
-
-
 def _txns(args: argparse.Namespace) -> int:
     with _open(args, read_only=True) as store:
         txns = store.show_txns()
     if args.open:
         txns = [t for t in txns if t.state.value == "o"]
     state = {"o": "OPEN", "a": "ABORTED", "c": "COMMITTED"}
-    _print_table(
+    print_table(
         ("txnid", "state", "startedtime", "lastheartbeattime", "user", "host", "agent_info",
          "abort_reason"),
         [
@@ -76,7 +67,7 @@ def _locks(args: argparse.Namespace) -> int:
     with _open(args, read_only=True) as store:
         locks = store.show_locks()
     state = {"a": "ACQUIRED", "w": "WAITING"}
-    _print_table(
+    print_table(
         ("lockid", "database", "table", "partition", "lock_state", "blocked_by", "lock_type",
          "transaction_id", "last_heartbeat", "acquired_at", "user", "hostname", "agent_info"),
         [
@@ -94,7 +85,7 @@ def _tables(args: argparse.Namespace) -> int:
         tables = store.list_tables(args.database)
     # The list-bucketing column only when a listed table is skewed (describe shows more).
     skewed = any(t.skewed is not None for t in tables)
-    _print_table(
+    print_table(
         ("table", "transactional", "partitioned_by", "buckets", "location")
         + (("skewed_by",) if skewed else ()),
         [
