@@ -184,6 +184,21 @@ class ValidWriteIdList:
     def invalid_write_ids(self) -> tuple[int, ...]:
         return self._exceptions
 
+    def capped(self, hwm: int | None) -> ValidWriteIdList:
+        """This list as it was when ``hwm`` was the table's last write id (its high
+        watermark lowered, later exceptions dropped); itself when ``hwm`` is ``None`` or
+        not lower. Time travel to a write id, and the cleaner's view of a compaction."""
+        if hwm is None or hwm >= self.high_watermark:
+            return self
+        opens = tuple(x for x in self.open_write_ids if x <= hwm)
+        return ValidWriteIdList(
+            self.table_name,
+            hwm,
+            opens,
+            tuple(x for x in self.aborted_write_ids if x <= hwm),
+            min(opens) if opens else LONG_MAX,
+        )
+
     def is_write_id_valid(self, write_id: int) -> bool:
         return write_id <= self.high_watermark and not _contains(self._exceptions, write_id)
 

@@ -28,7 +28,7 @@ from acid import faults
 from acid.directory import get_acid_state
 from acid.errors import AcidStreamError, TableNotFoundError
 from acid.layout import ParsedBase, ParsedDelta, parse_dir_name
-from acid.snapshot import LONG_MAX, ValidTxnList, ValidWriteIdList
+from acid.snapshot import LONG_MAX, ValidTxnList
 from acid.storage import Storage
 from compaction.worker import partition_dir
 from txn.catalog import TableDef
@@ -76,20 +76,6 @@ def _capped_txns(txns: ValidTxnList, next_txn_id: int | None) -> ValidTxnList:
     opens = tuple(t for t in txns.open_txns if t <= cap)
     return ValidTxnList(
         cap, opens, tuple(t for t in txns.aborted_txns if t <= cap), opens[0] if opens else LONG_MAX
-    )
-
-
-def _capped_write_ids(w: ValidWriteIdList, hwm: int | None) -> ValidWriteIdList:
-    """``w`` with its hwm lowered to the compaction's highest write id."""
-    if hwm is None or hwm >= w.high_watermark:
-        return w
-    opens = tuple(x for x in w.open_write_ids if x <= hwm)
-    return ValidWriteIdList(
-        w.table_name,
-        hwm,
-        opens,
-        tuple(x for x in w.aborted_write_ids if x <= hwm),
-        min(opens) if opens else LONG_MAX,
     )
 
 
@@ -192,8 +178,8 @@ class Cleaner:
         deleted: tuple[str, ...] = ()
         if storage.exists(path):
             txns = _capped_txns(self.store.get_valid_txns(), rec.next_txn_id)
-            wids = _capped_write_ids(
-                self.store.get_valid_write_ids(table.db, table.name, txns), rec.highest_write_id
+            wids = self.store.get_valid_write_ids(table.db, table.name, txns).capped(
+                rec.highest_write_id
             )
             state = get_acid_state(path, write_ids=wids, txns=txns, storage=storage)
             deleted = self._delete(storage, [*state.obsolete, *state.aborted])

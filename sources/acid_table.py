@@ -232,18 +232,6 @@ def _select(table: _Table, opts: AcidTableOptions) -> pa.Schema:
 # ---------------------------------------------------------------------------- snapshot
 
 
-def _cap_write_ids(w: ValidWriteIdList, hwm: int) -> ValidWriteIdList:
-    """``w`` as it was when ``hwm`` was the table's last write id."""
-    opens = tuple(x for x in w.open_write_ids if x <= hwm)
-    return ValidWriteIdList(
-        w.table_name,
-        hwm,
-        opens,
-        tuple(x for x in w.aborted_write_ids if x <= hwm),
-        min(opens) if opens else LONG_MAX,
-    )
-
-
 def _cap_txns(txns: ValidTxnList, txn_id: int) -> ValidTxnList:
     """The snapshot of a reader that began just after txn ``txn_id``."""
     opens = tuple(t for t in txns.open_txns if t <= txn_id)
@@ -312,7 +300,7 @@ def _take_snapshot(opts: AcidTableOptions, store: Any, table: _Table) -> _Snapsh
                 f"asOfWriteId {opts.as_of_write_id} is in the future for {table.name} "
                 f"(highest write id is {wids.high_watermark})"
             )
-        wids = _cap_write_ids(wids, opts.as_of_write_id)
+        wids = wids.capped(opts.as_of_write_id)
     return _Snapshot(txns, wids, lease)
 
 
@@ -453,7 +441,7 @@ class AcidTableReader(DataSourceReader):
                 txns = ValidTxnList.from_string(options.valid_txns or None)
                 wids = ValidWriteIdList.from_string(options.valid_write_ids or None)
                 if options.as_of_write_id is not None:
-                    wids = _cap_write_ids(wids, options.as_of_write_id)
+                    wids = wids.capped(options.as_of_write_id)
                 snap = _Snapshot(txns, wids, None)
         finally:
             if store is not None:
@@ -683,7 +671,7 @@ class AcidTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 lease = self._leases[hi] = _open_lease(store, cfg, self.opts, str(table.name))[1]
         txn = lease.txn_id
         txns = store.get_valid_txns(txn)
-        wids = _cap_write_ids(store.get_valid_write_ids(table.name.db, table.name.table, txns), hi)
+        wids = store.get_valid_write_ids(table.name.db, table.name.table, txns).capped(hi)
         storage, loc = Storage.for_path(table.location)
         if not storage.exists(loc):
             return []

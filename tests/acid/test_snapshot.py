@@ -112,3 +112,14 @@ def test_range_answers_match_a_brute_force_model(
         else (RangeResponse.ALL if len(ab) == hi - lo + 1 else RangeResponse.SOME)
     )
     assert w.is_write_id_range_aborted(lo, hi) is expect_ab
+
+
+def test_capped_write_ids_are_the_list_as_of_an_older_write_id() -> None:
+    w = ValidWriteIdList.from_string("db.t:10:3:3,8:5,9")
+    c = w.capped(6)
+    assert c.to_string() == "db.t:6:3:3:5"
+    assert [c.is_write_id_valid(x) for x in range(1, 9)] == [
+        True, True, False, True, False, True, False, False
+    ]  # fmt: skip
+    assert w.capped(None) is w and w.capped(10) is w and w.capped(12) is w
+    assert w.capped(2).to_string() == "db.t:2:9223372036854775807::"
