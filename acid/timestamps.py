@@ -141,6 +141,15 @@ class HiveTimestampConverter(ORCConverter):
 _PER_SECOND = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
+def _floor_seconds_and_nanos(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A timestamp column as (floor seconds since the epoch, nanos 0..999,999,999), the
+    pair ORC stores; NULLs as (0, 0)."""
+    per = _PER_SECOND[arr.type.unit]
+    v = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    secs = np.floor_divide(v, per)
+    return secs, (v - secs * per) * (1_000_000_000 // per)
+
+
 def has_pre_epoch_fraction(arr: pa.Array) -> bool:
     """Whether any (nested) timestamp of ``arr`` is before 1970 with a sub-second part."""
     t = arr.type
@@ -168,10 +177,7 @@ def split_timestamps(arr: pa.Array) -> pa.Array:
     """
     t = arr.type
     if pa.types.is_timestamp(t):
-        per = _PER_SECOND[t.unit]
-        v = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-        secs = np.floor_divide(v, per)
-        nanos = (v - secs * per) * (1_000_000_000 // per)
+        secs, nanos = _floor_seconds_and_nanos(arr)
         return pa.StructArray.from_arrays(
             [pa.array(secs, pa.int64()), pa.array(nanos, pa.int64())],
             names=["s", "n"],
@@ -215,10 +221,7 @@ def exact_pyorc_values(arr: pa.Array) -> list[Any]:
     and a zip; nested values take a Python walk (rare: the arrow engine's exact path)."""
     t = arr.type
     if pa.types.is_timestamp(t):
-        per = _PER_SECOND[t.unit]
-        v = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-        secs = np.floor_divide(v, per)
-        nanos = (v - secs * per) * (1_000_000_000 // per)
+        secs, nanos = _floor_seconds_and_nanos(arr)
         out: list[Any] = list(zip(secs.tolist(), nanos.tolist(), strict=True))
         if arr.null_count:
             for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)).tolist():
