@@ -7,7 +7,7 @@ Functions here run inside a store call's DB transaction (a :class:`~txn.db.Tx`);
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from acid.errors import ConfigError, TableNotFoundError
 from acid.list_bucketing import SkewedInfo
@@ -27,20 +27,7 @@ from txn.catalog import (
 from txn.db import Tx
 from txn.store_ops import StoreOps
 
-__all__ = ["CatalogOps", "CompactionInfo"]
-
-
-@dataclass(frozen=True)
-class CompactionInfo:
-    """One ``COMPACTION_QUEUE`` row (minimal until the compactor lands)."""
-
-    id: int
-    db: str
-    table: str
-    partition: str | None
-    state: str
-    type: str
-    enqueue_time_ms: int
+__all__ = ["CatalogOps"]
 
 
 def _norm(name: str) -> str:
@@ -485,36 +472,6 @@ def set_table_param(tx: Tx, db: str, table: str, key: str, value: str) -> None:
     )
 
 
-def enqueue_compaction(
-    tx: Tx, db: str, table: str, partition: str | None, ctype: str, *, now_ms: int
-) -> int:
-    if ctype not in ("a", "i"):
-        raise ConfigError("compaction type must be 'a' (major) or 'i' (minor)")
-    get_table(tx, db, table)
-    row = tx.one("UPDATE NEXT_COMPACTION_QUEUE_ID SET NCQ_NEXT = NCQ_NEXT + 1 RETURNING NCQ_NEXT")
-    assert row is not None
-    cq_id = int(row[0]) - 1
-    tx.x(
-        "INSERT INTO COMPACTION_QUEUE (CQ_ID, CQ_DATABASE, CQ_TABLE, CQ_PARTITION, CQ_STATE, "
-        "CQ_TYPE, CQ_ENQUEUE_TIME) VALUES (?, ?, ?, ?, 'i', ?, ?)",
-        cq_id,
-        _norm(db),
-        _norm(table),
-        partition,
-        ctype,
-        now_ms,
-    )
-    return cq_id
-
-
-def list_compactions(tx: Tx) -> list[CompactionInfo]:
-    rows = tx.q(
-        "SELECT CQ_ID, CQ_DATABASE, CQ_TABLE, CQ_PARTITION, CQ_STATE, CQ_TYPE, CQ_ENQUEUE_TIME "
-        "FROM COMPACTION_QUEUE ORDER BY CQ_ID"
-    )
-    return [CompactionInfo(*r) for r in rows]
-
-
 class CatalogOps(StoreOps):
     """The catalog half of :class:`~txn.store.TxnStore`: one DB transaction per method."""
 
@@ -694,17 +651,3 @@ class CatalogOps(StoreOps):
             lambda tx: delete_table_params(tx, db, table, list(keys)),
             idempotent=True,
         )
-
-    def enqueue_compaction(
-        self, db: str, table: str, partition: str | None = None, *, major: bool = True
-    ) -> int:
-        """Queue a compaction request (state ``i`` initiated); the compactor comes later."""
-        return self._db.run(
-            "enqueue_compaction",
-            lambda tx: enqueue_compaction(
-                tx, db, table, partition, "a" if major else "i", now_ms=self._now_ms()
-            ),
-        )
-
-    def list_compactions(self) -> list[CompactionInfo]:
-        return self._db.run("list_compactions", list_compactions, write=False, idempotent=True)

@@ -12,6 +12,7 @@ import pytest
 
 from acidstream.cli.main import EXIT_ERROR, EXIT_INTERNAL, main
 from tests.txn.links_helpers import make_namespaces, walk, write
+from txn.compaction_sql import CompactionQueue
 from txn.store import TxnStore
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -90,7 +91,7 @@ def test_refusals_are_one_line(store: TxnStore, cli: Cli, tmp_path: Path) -> Non
     _refused(cli("ingest", "a.t1@b", "--format", "json", str(data)), "links are read-only")
     _refused(cli("compact", "a.t1@b", "--type", "major"), "cannot compact a.t1@b")
     _refused(cli("repair", "a.t1@b", "--apply"), "cannot repair a.t1@b")
-    assert store.list_compactions() == []
+    assert CompactionQueue(store).show() == []
     cli("namespace-mode", "on")
     _refused(cli("read", "b.t1"), "namespace mode is on")
     _refused(cli("usage", "--namespace", "zz"), "zz does not exist")

@@ -157,6 +157,7 @@ def run_compactor(spec: dict[str, Any], say: Callable[[str], None] = _print) -> 
     e.g. on a restart that recovers a dead worker's request), then one pass: recover,
     work, clean."""
     from compaction.service import Compactor
+    from txn.compaction_sql import CompactionQueue
     from txn.store import open_store
 
     store = open_store(spec["store_url"])
@@ -164,7 +165,7 @@ def run_compactor(spec: dict[str, Any], say: Callable[[str], None] = _print) -> 
     db, name = spec["table"].split(".")
     try:
         if spec.get("enqueue", True):
-            store.enqueue_compaction(db, name, None, major=bool(spec.get("major", True)))
+            CompactionQueue(store).request(db, name, major=bool(spec.get("major", True)))
         Compactor(store, initiator=False).run_once()
     finally:
         store.close()

@@ -160,10 +160,3 @@ def test_table_params(store: TxnStore) -> None:
     assert store.get_table_param("default", "t", "k") == "v"
     with pytest.raises(TableNotFoundError):
         store.get_table_param("default", "missing", "k")
-
-
-def test_compaction_queue_minimal(store: TxnStore) -> None:
-    store.create_table(TableDef("default", "t", COLS))
-    cid = store.enqueue_compaction("default", "t", major=False)
-    (row,) = store.list_compactions()
-    assert (row.id, row.table, row.state, row.type) == (cid, "t", "i", "i")
