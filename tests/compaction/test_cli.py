@@ -6,6 +6,7 @@ import argparse
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,10 @@ def test_compactor_daemon_runs_the_housekeeper(
     argv = [sys.executable, "-m", "acidstream", "compactor", "--metastore", store_url,
             "--warehouse", warehouse, "--housekeeping-interval", "0.2"]  # fmt: skip
     daemon = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    # Without a housekeeping line the loop below would wait for ever: kill the daemon after
+    # 60 s, which ends its output and fails the assertion instead.
+    watchdog = threading.Timer(60, daemon.kill)
+    watchdog.start()
     try:
         assert daemon.stdout is not None
         seen = []
@@ -122,5 +127,6 @@ def test_compactor_daemon_runs_the_housekeeper(
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0
     finally:
+        watchdog.cancel()
         daemon.kill()
         daemon.wait()
