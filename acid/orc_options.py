@@ -4,6 +4,7 @@ rendered for both engines: pyorc's ``Writer`` and pyarrow's ``ORCWriter``."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -13,7 +14,16 @@ from acid.errors import ConfigError
 
 __all__ = ["OrcWriterOptions"]
 
-_COMPRESSION = {"NONE": pyorc.CompressionKind.NONE, "ZLIB": pyorc.CompressionKind.ZLIB}
+_COMPRESSION = {
+    "NONE": pyorc.CompressionKind.NONE,
+    "ZLIB": pyorc.CompressionKind.ZLIB,
+    "SNAPPY": pyorc.CompressionKind.SNAPPY,
+    "ZSTD": pyorc.CompressionKind.ZSTD,
+}
+_ARROW_NAMES = {"NONE": "uncompressed", "ZLIB": "zlib", "SNAPPY": "snappy", "ZSTD": "zstd"}
+# Codecs Hive knows that the writers here cannot produce: LZ4 (pyarrow's raw LZ4 gives no
+# way to learn a chunk's decompressed length, which rewriting a tail needs) and LZO.
+_UNWRITABLE = ("LZ4", "LZO")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +45,11 @@ class OrcWriterOptions:
     batch_size: int = 1024
 
     def __post_init__(self) -> None:
+        if self.compression.upper() in _UNWRITABLE:
+            raise ConfigError(
+                f"orc compression {self.compression.upper()} can be read but not written here "
+                f"(writable: {', '.join(_COMPRESSION)})"
+            )
         if self.compression.upper() not in _COMPRESSION:
             raise ConfigError(
                 f"orc compression must be one of {sorted(_COMPRESSION)}, got {self.compression!r}"
@@ -43,6 +58,42 @@ class OrcWriterOptions:
             raise ConfigError("orc stripe_size, compression_block_size and batch_size must be > 0")
         if self.base_delta_ratio <= 0:
             raise ConfigError("orc base_delta_ratio must be > 0")
+        if self.row_index_stride < 0:
+            raise ConfigError("orc row_index_stride must be >= 0 (0: no row index)")
+        if self.compression_block_size >= 1 << 23:
+            # A compressed chunk's 3-byte header holds its length in 23 bits.
+            raise ConfigError("orc compression_block_size must be below 8 MiB")
+
+    def for_table(self, parameters: Mapping[str, str]) -> OrcWriterOptions:
+        """These settings with the table's ORC properties applied, as Hive's
+        ``OrcFile.writerOptions(tableProperties, conf)`` does: a table property wins over
+        the writer's setting. Read: ``orc.compress``, ``orc.compress.size``,
+        ``orc.stripe.size``, ``orc.row.index.stride``. A bad value is a ``ConfigError``
+        naming the property."""
+        changes: dict[str, Any] = {}
+        codec = parameters.get("orc.compress")
+        if codec is not None:
+            changes["compression"] = codec.strip().upper()
+        for prop, attr in (
+            ("orc.compress.size", "compression_block_size"),
+            ("orc.stripe.size", "stripe_size"),
+            ("orc.row.index.stride", "row_index_stride"),
+        ):
+            text = parameters.get(prop)
+            if text is None:
+                continue
+            try:
+                changes[attr] = int(text.strip())
+            except ValueError:
+                raise ConfigError(
+                    f"table property {prop} must be an integer, got {text!r}"
+                ) from None
+        if not changes:
+            return self
+        try:
+            return replace(self, **changes)
+        except ConfigError as e:
+            raise ConfigError(f"the table's ORC properties: {e}") from e
 
     def delta_options(self, *, streaming: bool) -> OrcWriterOptions:
         """Insert-delta settings (``OrcRecordUpdater``): ratio applied; streaming optimizations."""
@@ -65,7 +116,7 @@ class OrcWriterOptions:
             # pyarrow cannot turn the row index off (Hive's streaming writers do, for
             # speed only): a stitched streaming file keeps ORC's default stride.
             "row_index_stride": self.row_index_stride or 10_000,
-            "compression": "zlib" if self.compression.upper() == "ZLIB" else "uncompressed",
+            "compression": _ARROW_NAMES[self.compression.upper()],
             "compression_strategy": "speed",
             # pyarrow's ORC writer fixes its memory block at 64 KiB and needs the
             # compression block to be a multiple of it (Hive's delta 32 KiB is not).

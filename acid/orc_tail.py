@@ -21,6 +21,8 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from acid.errors import AcidFormatError
 from acid.protobuf import LEN, VARINT, Field, decode_fields, encode_fields
 
@@ -37,15 +39,77 @@ __all__ = [
 
 # Footer.calendar (field 11) = CalendarKind.PROLEPTIC_GREGORIAN.
 PROLEPTIC_GREGORIAN = 2
-_NONE, _ZLIB = 0, 1
+# PostScript.compression (orc_proto.proto CompressionKind).
+_NONE, _ZLIB, _SNAPPY, _LZO, _LZ4, _ZSTD = 0, 1, 2, 3, 4, 5
+_KIND_NAMES = {
+    _NONE: "NONE",
+    _ZLIB: "ZLIB",
+    _SNAPPY: "SNAPPY",
+    _LZO: "LZO",
+    _LZ4: "LZ4",
+    _ZSTD: "ZSTD",
+}
+
+
+def _varint_at(data: bytes, pos: int) -> int:
+    """A little-endian base-128 varint at ``pos`` (snappy's length preamble)."""
+    value = shift = 0
+    while pos < len(data):
+        b = data[pos]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value
+        pos += 1
+        shift += 7
+    raise AcidFormatError("truncated snappy length preamble")
+
+
+def _zstd_content_size(frame: bytes) -> int:
+    """The Frame_Content_Size of a zstd frame (RFC 8878 §3.1.1.1); ORC C++ writes it."""
+    if len(frame) < 6 or frame[:4] != b"\x28\xb5\x2f\xfd":
+        raise AcidFormatError("not a zstd frame")
+    desc = frame[4]
+    fcs_flag, single = desc >> 6, (desc >> 5) & 1
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[desc & 3]
+    size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if size == 0:
+        raise AcidFormatError("zstd frame without its content size")
+    value = int.from_bytes(frame[pos : pos + size], "little")
+    return value + 256 if size == 2 else value
+
+
+def _decompress(kind: int, chunk: bytes) -> bytes:
+    if kind == _ZLIB:
+        return zlib.decompress(chunk, -15)
+    if kind == _SNAPPY:
+        size = _varint_at(chunk, 0)
+    elif kind == _ZSTD:
+        size = _zstd_content_size(chunk)
+    else:
+        raise AcidFormatError(
+            f"ORC compression {_KIND_NAMES.get(kind, kind)} is not supported for tail rewriting"
+        )
+    return pa.Codec("snappy" if kind == _SNAPPY else "zstd").decompress(
+        chunk, decompressed_size=size, asbytes=True
+    )
+
+
+def _compress(kind: int, piece: bytes) -> bytes:
+    if kind == _ZLIB:
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return c.compress(piece) + c.flush()
+    if kind in (_SNAPPY, _ZSTD):
+        return pa.Codec("snappy" if kind == _SNAPPY else "zstd").compress(piece, asbytes=True)
+    raise AcidFormatError(
+        f"ORC compression {_KIND_NAMES.get(kind, kind)} is not supported for tail rewriting"
+    )
 
 
 def decompress_chunks(data: bytes, kind: int) -> bytes:
-    """Undo ORC's chunked compression (``kind``: the PostScript's, NONE or ZLIB)."""
+    """Undo ORC's chunked compression (``kind``: the PostScript's; NONE, ZLIB, SNAPPY or
+    ZSTD, the codecs this project writes)."""
     if kind == _NONE:
         return data
-    if kind != _ZLIB:
-        raise AcidFormatError(f"ORC compression kind {kind} is not supported for tail rewriting")
     out = bytearray()
     pos = 0
     while pos < len(data):
@@ -56,19 +120,19 @@ def decompress_chunks(data: bytes, kind: int) -> bytes:
         n, original = header >> 1, header & 1
         chunk = data[pos : pos + n]
         pos += n
-        out += chunk if original else zlib.decompress(chunk, -15)
+        out += chunk if original else _decompress(kind, chunk)
     return bytes(out)
 
 
 def compress_chunks(data: bytes, kind: int, block_size: int) -> bytes:
-    """ORC's chunked compression of ``data`` in ``block_size`` chunks (NONE or ZLIB)."""
+    """ORC's chunked compression of ``data`` in ``block_size`` chunks (a chunk that does
+    not shrink is stored as it is, flagged "original", as ORC's writers do)."""
     if kind == _NONE:
         return data
     out = bytearray()
     for start in range(0, len(data), block_size):
         piece = data[start : start + block_size]
-        c = zlib.compressobj(6, zlib.DEFLATED, -15)
-        packed = c.compress(piece) + c.flush()
+        packed = _compress(kind, piece)
         if len(packed) >= len(piece):
             header, body = (len(piece) << 1) | 1, piece
         else:

@@ -274,6 +274,8 @@ class Worker:
         txn_id: int,
         skew: SkewedInfo | None,
     ) -> RewriteResult:
+        # The table's ORC properties (orc.compress...) win over the worker's, as in Hive.
+        orc = self.config.orc.for_table(table.parameters)
         if rec.is_major and self.engine == "spark":
             result = major_on_spark(
                 self.spark,
@@ -282,7 +284,7 @@ class Worker:
                 schema=table.schema,
                 write_ids=wids,
                 compactor_txn_id=txn_id,
-                options=self.config.orc,
+                options=orc,
             )
             if result is not None:
                 return result
@@ -296,7 +298,7 @@ class Worker:
                 txns=txns,
                 compactor_txn_id=txn_id,
                 storage=storage,
-                options=self.config.orc,
+                options=orc,
                 skewed=skew,
             )
         return minor(
@@ -306,7 +308,7 @@ class Worker:
             write_ids=wids,
             compactor_txn_id=txn_id,
             storage=storage,
-            options=self.config.orc,
+            options=orc,
         )
 
     def _finish_empty(

@@ -184,6 +184,8 @@ class StreamingConnection:
             self.table = self._load_table()
             self._count_call()
             self.schema: TableSchema = self.table.schema
+            # The table's ORC properties (orc.compress...) win over the options', as in Hive.
+            self._orc = self.options.orc.for_table(self.table.parameters)
             self._place = Placement(self._layout())
             self._static = self._static_partition(static_partition)
             if self._static is not None:
@@ -564,7 +566,7 @@ class StreamingConnection:
                 max_write_id=b.max_write_id,
                 statement_id=self.options.statement_id,
                 streaming=b.size > 1,
-                options=self.options.orc,
+                options=self._orc,
                 lb_dir=lb_dir,
                 row_ids=self._row_ids.setdefault(key, RowIdSequence()),
             )

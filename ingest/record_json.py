@@ -266,6 +266,16 @@ def _suspect_key_pattern(names: Sequence[str]) -> str:
     return f'"(?:{"|".join(alts)})"|{escaped_key}|NaN|Infinity'
 
 
+_HIVE_COL = re.compile(r"_col[0-9]+", re.IGNORECASE)
+
+
+@dataclass(slots=True)
+class _Flag:
+    """A mutable boolean a frozen bound writer keeps (what it learned of its input)."""
+
+    value: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class _BoundJson:
     names: tuple[str, ...]
@@ -278,6 +288,12 @@ class _BoundJson:
     arrow_schema: pa.Schema
     read_schema: pa.Schema | None
     suspect_keys: str
+    #: Whether a block without escapes, NaN or Infinity may skip the suspect-key regex by
+    #: reading with unknown keys refused (no column is named like Hive's ``_colN``).
+    strict_keys: bool
+    #: Set once a block held keys the table does not have: later blocks go straight to
+    #: the regex check (the refused read would fail each time).
+    seen_extra_keys: _Flag = field(hash=False, compare=False)
 
     def encode(self, record: bytes) -> Encoded:
         if len(record) > self.max_record_bytes:
@@ -326,10 +342,7 @@ class _BoundJson:
         table: pa.Table | None = None
         quick = joined_lines(records, self.max_record_bytes)
         if quick is not None and self._plain(records, *quick):
-            try:
-                table = self._read(quick[0], threads=True, longest=int(quick[1].max()))
-            except pa.ArrowInvalid:
-                table = None
+            table = self._read_plain(*quick)
         if table is not None and table.num_rows == n:
             suspect = np.zeros(n, dtype=bool)
             rows_idx = np.arange(n, dtype=np.int64)
@@ -384,19 +397,51 @@ class _BoundJson:
         return self._assemble(records, rows_idx, columns, parts, suspect)
 
     def _plain(self, records: Sequence[bytes], data: bytes, lengths: np.ndarray) -> bool:
-        """Whether the whole block can be read at once: valid UTF-8, no key that needs the
-        row path anywhere, no bracket-heavy record."""
+        """Whether the whole block may be read at once: valid UTF-8 (pyarrow.json does not
+        check), no bracket-heavy record."""
         try:
-            text = data.decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError:
-            return False
-        if pc.match_substring_regex(pa.array([text]), self.suspect_keys)[0].as_py():
             return False
         return not any(
             _bracket_heavy(records[i]) for i in np.flatnonzero(lengths > _BRACKET_LIMIT).tolist()
         )
 
-    def _read(self, data: bytes, *, threads: bool, longest: int = 0) -> pa.Table:
+    def _read_plain(self, data: bytes, lengths: np.ndarray) -> pa.Table | None:
+        """Read a plain block at once, or None when some record needs the row path.
+
+        A key needing the row path (a case variant of a column name, ``_colN``, a key
+        written with escapes) is always a key the table does not have, so a block without
+        backslashes, ``NaN`` or ``Infinity`` that reads with unknown keys refused has
+        none: it skips the suspect-key regex, a pass over the block costing about as much
+        as a tenth of the parse. Other blocks (and every block once one held extra keys)
+        take the regex check and read with unknown keys ignored.
+        """
+        longest = int(lengths.max())
+        if (
+            self.strict_keys
+            and not self.seen_extra_keys.value
+            and b"\\" not in data
+            and b"NaN" not in data
+            and b"Infinity" not in data
+        ):
+            try:
+                return self._read(data, threads=True, longest=longest, unknown="error")
+            except pa.ArrowInvalid:
+                pass  # an unknown key or a bad record: the regex check tells which
+        text = pa.array([data.decode("utf-8")])  # valid: checked by _plain
+        if pc.match_substring_regex(text, self.suspect_keys)[0].as_py():
+            return None
+        try:
+            table = self._read(data, threads=True, longest=longest)
+        except pa.ArrowInvalid:
+            return None
+        self.seen_extra_keys.value = self.strict_keys
+        return table
+
+    def _read(
+        self, data: bytes, *, threads: bool, longest: int = 0, unknown: str = "ignore"
+    ) -> pa.Table:
         assert self.read_schema is not None
         table = pa_json.read_json(
             io.BytesIO(data),
@@ -408,7 +453,7 @@ class _BoundJson:
             ),
             parse_options=pa_json.ParseOptions(
                 explicit_schema=self.read_schema,
-                unexpected_field_behavior="ignore",
+                unexpected_field_behavior=unknown,
                 newlines_in_values=False,
             ),
         )
@@ -524,4 +569,6 @@ class StrictJsonWriter:
             arrow_schema=block_schema(schema),
             read_schema=read_schema,
             suspect_keys=_suspect_key_pattern(names),
+            strict_keys=not any(_HIVE_COL.fullmatch(n) for n in names),
+            seen_extra_keys=_Flag(),
         )

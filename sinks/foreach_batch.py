@@ -31,7 +31,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from acid import faults, layout
@@ -436,6 +436,7 @@ class AcidSink:
                     raise ConfigError(f"{t.full_name} is not a full-ACID table")
                 if not t.location:
                     raise ConfigError(f"{t.full_name} has no location")
+                self.options.orc.for_table(t.parameters)  # a bad ORC property fails here
                 # Hive's metastore creates the table directory with the table; a reader of an
                 # empty table must find it.
                 storage, loc = Storage.for_path(t.location)
@@ -551,7 +552,8 @@ class AcidSink:
                 ),
                 source=str(self.name),
                 write_ids=write_ids,
-                options=self.options,
+                # The table's ORC properties (orc.compress...) win, as in Hive.
+                options=replace(self.options, orc=self.options.orc.for_table(table.parameters)),
                 has_offsets={"topic", "partition", "offset"} <= set(batch_df.columns),
             )
             cols = [self.options.value_column] + (

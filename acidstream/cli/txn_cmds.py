@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 
 from acid.errors import ConfigError
+from acid.orc_options import OrcWriterOptions
 from acid.schema import TableSchema
 from acid.table_name import TableName
 from acidstream.cli.output import print_table
@@ -126,6 +127,7 @@ def _create_table(args: argparse.Namespace) -> int:
         if not eq or not k:
             raise ConfigError(f"--tblproperty must be KEY=VALUE, got {kv!r}")
         params[k.strip()] = v.strip()
+    OrcWriterOptions().for_table(params)  # a bad orc.* property is refused here, not at a write
     table = TableDef(
         db,
         name,

@@ -199,6 +199,43 @@ def test_json_bulk_matches_rows(lines: list[bytes]) -> None:
     assert_same(JSON_BOUND, lines)
 
 
+@FAST
+@given(st.lists(json_lines(), min_size=1, max_size=25))
+def test_json_bulk_matches_rows_on_a_fresh_writer(lines: list[bytes]) -> None:
+    """A new bound writer tries the read that refuses unknown keys first (the shared one
+    above stops trying once a block held extra keys): same results either way."""
+    assert_same(StrictJsonWriter().bind(JSON_SCHEMA, partition_columns=PARTITIONS), lines)
+
+
+def test_json_blocks_skip_the_key_regex_until_a_block_has_extra_keys() -> None:
+    bound = StrictJsonWriter().bind(TableSchema.parse("id int, s string"))
+    cls = type(bound)
+    exact = [json.dumps({"id": i, "s": f"n{i}"}).encode() for i in range(100)]
+    extra = [json.dumps({"id": i, "s": f"n{i}", "other": 1}).encode() for i in range(100)]
+    variant = [*exact[:50], b'{"ID": 7, "s": "upper"}', *exact[50:]]
+    with patch.object(cls, "_read", autospec=True, side_effect=cls._read) as spy:
+        assert_same(bound, exact)
+        assert [c.kwargs.get("unknown", "ignore") for c in spy.call_args_list] == ["error"]
+        spy.reset_mock()
+        block = assert_same(bound, variant)  # "ID" is refused, then found by the regex
+        assert block.table.column("id").to_pylist()[50] == 7
+        assert spy.call_args_list[0].kwargs["unknown"] == "error"
+        spy.reset_mock()
+        assert_same(bound, extra)  # refused, regex finds nothing: read with keys ignored
+        assert [c.kwargs.get("unknown", "ignore") for c in spy.call_args_list] == [
+            "error",
+            "ignore",
+        ]
+        spy.reset_mock()
+        assert_same(bound, exact)  # from now on: no refused read first
+        assert [c.kwargs.get("unknown", "ignore") for c in spy.call_args_list] == ["ignore"]
+    # Escapes, NaN and Infinity always take the regex check (Arrow reads what Jackson refuses).
+    fresh = StrictJsonWriter().bind(TableSchema.parse("id int, s string, d double"))
+    nan = [b'{"id": 1, "s": "a", "d": NaN}', b'{"id": 2, "s": "b\\"", "d": 1}']
+    block = assert_same(fresh, nan)
+    assert [i for i, _ in block.rejected] == [0]
+
+
 @st.composite
 def plain_json_lines(draw: st.DrawFn) -> bytes:
     """Objects with exact keys only: blocks of these take the one-read path."""

@@ -109,6 +109,40 @@ def test_each_task_file_is_a_streaming_file_of_the_transaction_batch(
     sink.close()
 
 
+def test_sink_tasks_write_the_tables_orc_codec(
+    spark: Any, tmp_path: Path, store_url: str, jvm_orc: Any
+) -> None:
+    """``orc.compress`` reaches the executor tasks (the driver applies it to the plan);
+    a codec the writers cannot produce fails the sink before any txn opens."""
+    import pyarrow.orc as pa_orc
+
+    from acid.errors import ConfigError
+
+    wh = str(tmp_path / "wh")
+    with open_store(store_url, warehouse=wh) as store:
+        for name, codec in (("z", "ZSTD"), ("l", "LZ4")):
+            store.create_table(
+                TableDef(db="default", name=name, columns=(("id", "int"), ("msg", "string")),
+                         parameters={"transactional": "true", "orc.compress": codec})
+            )  # fmt: skip
+        sink = AcidSink(table="z", metastore=store_url, warehouse=wh,
+                        options=SinkOptions(txns_per_batch=2))  # fmt: skip
+        sink(_df(spark, list(range(200))), 0)
+        files = sink.last_batch_stats["flush_lengths"]
+        assert files
+        for path, lengths in files.items():
+            assert pa_orc.ORCFile(path).compression == "ZSTD"
+            assert jvm_orc.read(path, max_length=lengths[0])["rows"] > 0
+        sink.close()
+        got = snapshot_read(store, store.get_table("default", "z")).column("id").to_pylist()
+        assert sorted(got) == list(range(200))
+        bad = AcidSink(table="l", metastore=store_url, warehouse=wh, options=SinkOptions())
+        with pytest.raises(ConfigError, match="LZ4 can be read but not written"):
+            bad(_df(spark, [1]), 0)
+        # Refused before any txn: only the two committed txns of the ZSTD sink exist.
+        assert [t.state for t in store.show_txns()] == [TxnState.COMMITTED] * 2
+
+
 def test_a_failed_transaction_batch_aborts_every_txn_and_deletes_its_files(
     spark: Any, env: dict[str, Any]
 ) -> None:
