@@ -4,16 +4,17 @@ For each writer, 300,000 lines of ``id int, s string, amount double`` go through
 ``BoundRecordWriter.encode_block``; the floor is Arrow alone on the same lines in the same run
 (``pyarrow.json.read_json`` / ``pyarrow.csv.read_csv`` / ``pyarrow.compute.extract_regex``)
 plus a pyarrow ORC write of the same rows in the ACID event shape (pyarrow's defaults, as the
-issue defines the floor; uncompressed). The connection scenarios also print, with no target,
-the ratio against a floor writing the writers' own file settings (ZLIB, Hive's default codec;
-``FILE_SETTINGS``). Targets (ratio of
-encode_block rows/s to floor rows/s): JSON and delimited >= 0.5, regex >= 0.4. The last
-column also charges encode_block with that ORC write (parse + write on both sides).
+issue defines the floor; uncompressed). Targets (ratio of encode_block rows/s to floor
+rows/s): JSON and delimited >= 0.5, regex >= 0.4. The last column also charges encode_block
+with that ORC write (parse + write on both sides).
 
 The ``*-connection`` scenarios measure the path users take, end to end: the same lines through
 ``StreamingConnection.write_block`` in 10,000-row txns, transaction batches of 10, committed to a
-table (the targets of issue 17 apply to them too). ``ingest`` runs ``acidstream ingest`` on a
-1,000,000-line JSON file and prints its peak RSS. Scenarios are registered in ``SCENARIOS``.
+table (the targets of issue 17 apply to them). The table's ``orc.compress`` is the floor's codec
+(``NONE``: pyarrow's default is uncompressed), so both sides do the same file work; each
+scenario also prints, with no target, Hive's default ``ZLIB`` and ``SNAPPY`` tables against a
+floor writing the same codec. ``ingest`` runs ``acidstream ingest`` on a 1,000,000-line JSON
+file and prints its peak RSS. Scenarios are registered in ``SCENARIOS``.
 
 Usage: python benchmarks/record_writers.py [--rows 300000] [--repeat 3] [--only json,regex]
 """
@@ -65,8 +66,10 @@ class Result:
     target: float | None
     #: The measured thing plus the floor's ORC write (None when not measured).
     seconds_with_write: float | None = None
-    #: The floor writing the writers' own file settings (ZLIB; printed for comparison, no target).
-    same_codec_floor_seconds: float | None = None
+    #: Lines printed under the result: other table codecs against same-codec floors.
+    notes: tuple[str, ...] = ()
+    #: A target that is not a speed ratio (name, met), e.g. the read's peak-RSS ratio.
+    check: tuple[str, bool] | None = None
 
     @property
     def ratio(self) -> float:
@@ -103,14 +106,16 @@ def _lines(kind: str, n: int) -> list[bytes]:
     ]
 
 
-FILE_SETTINGS = OrcWriterOptions().delta_options(streaming=True).arrow_kwargs()
-"""The pyarrow ORC settings of the files the writers produce (a streaming insert delta:
-ZLIB, Hive's default codec, and its block and stripe sizes), for the informative same-codec floor."""
+def _file_settings(codec: str) -> dict[str, Any]:
+    """The pyarrow ORC settings of a streaming insert delta of a table with ``orc.compress``
+    = ``codec`` (block and stripe sizes as the writers use them), for same-codec floors."""
+    return OrcWriterOptions(compression=codec).delta_options(streaming=True).arrow_kwargs()
 
 
-def _orc_event_write(rows: pa.Table, *, same_codec: bool = False) -> None:
+def _orc_event_write(rows: pa.Table, *, codec: str | None = None) -> None:
     """pyarrow ORC write of the rows in the ACID event shape (the floor's write half), with
-    pyarrow's defaults (the issue's floor) or, ``same_codec``, the writers' own settings."""
+    pyarrow's defaults (the issue's floor: uncompressed) or the file settings of a table
+    with ``orc.compress`` = ``codec``."""
     n = rows.num_rows
     row_struct = pa.StructArray.from_arrays(
         [c.combine_chunks() for c in rows.columns], names=rows.column_names
@@ -125,10 +130,10 @@ def _orc_event_write(rows: pa.Table, *, same_codec: bool = False) -> None:
             "row": row_struct,
         }
     )
-    if same_codec:
-        pa_orc.write_table(events, io.BytesIO(), **FILE_SETTINGS)
-    else:
+    if codec is None:
         pa_orc.write_table(events, io.BytesIO())  # the issue's floor: pyarrow's defaults
+    else:
+        pa_orc.write_table(events, io.BytesIO(), **_file_settings(codec))
 
 
 def _arrow_parse(kind: str, data: bytes, strings: pa.Array) -> pa.Table:
@@ -187,41 +192,35 @@ def bench_encode_block(kind: str, n: int, repeat: int) -> Result:
 
 
 def _floor_seconds(
-    kind: str, lines: list[bytes], repeat: int, *, same_codec: bool = False
+    kind: str, lines: list[bytes], repeat: int, *, codec: str | None = None
 ) -> float:
     data = b"\n".join(lines)
     strings = pa.array(lines, pa.binary()).cast(pa.string())
-    return _best(
-        lambda: _orc_event_write(_arrow_parse(kind, data, strings), same_codec=same_codec),
-        repeat,
-    )
+    return _best(lambda: _orc_event_write(_arrow_parse(kind, data, strings), codec=codec), repeat)
 
 
-def _fresh_table(root: str) -> Any:
+def _fresh_table(root: str, codec: str) -> Any:
     from txn.catalog import TableDef
     from txn.store import open_store
 
     store = open_store(f"sqlite:///{root}/metastore.db", warehouse=root)
     store.create_table(
         TableDef(db="default", name="t", columns=tuple((n, str(t)) for n, t in SCHEMA.columns),
-                 parameters={"transactional": "true"})
+                 parameters={"transactional": "true", "orc.compress": codec})
     )  # fmt: skip
     return store
 
 
-def bench_connection(kind: str, n: int, repeat: int) -> Result:
-    """The lines through ``StreamingConnection.write_block`` (10,000-row txns, transaction
-    batches of 10, committed) vs the same Arrow floor: the path ``acidstream ingest``, the
-    HTTP server and API users take."""
+def _connection_seconds(kind: str, lines: list[bytes], repeat: int, codec: str) -> float:
+    """Best wall time of the lines through ``StreamingConnection.write_block`` into a fresh
+    table with ``orc.compress`` = ``codec`` (10,000-row txns, batches of 10, committed)."""
     from ingest.connection import StreamingConnection, StreamingOptions
 
-    lines = _lines(kind, n)
-    floor_s = _floor_seconds(kind, lines, repeat)
-    zlib_floor_s = _floor_seconds(kind, lines, repeat, same_codec=True)
+    n = len(lines)
     times = []
     for _ in range(repeat):
         root = tempfile.mkdtemp(prefix="acid_rw_")
-        store = _fresh_table(root)  # setup, not timed
+        store = _fresh_table(root, codec)  # setup, not timed
         try:
             t0 = time.perf_counter()
             with StreamingConnection(
@@ -238,14 +237,43 @@ def bench_connection(kind: str, n: int, repeat: int) -> Result:
         finally:
             store.close()
             shutil.rmtree(root, ignore_errors=True)
+    return min(times)
+
+
+def bench_connection(kind: str, n: int, repeat: int) -> Result:
+    """The lines through ``StreamingConnection.write_block`` (10,000-row txns, transaction
+    batches of 10, committed) vs the Arrow floor: the path ``acidstream ingest``, the HTTP
+    server and API users take. The target compares the same file work on both sides: a
+    table with ``orc.compress=NONE`` against the issue's floor (pyarrow's defaults,
+    uncompressed). Hive's default ZLIB and SNAPPY tables are printed against floors writing
+    their codec, with no target."""
+    lines = _lines(kind, n)
+    floor_s = _floor_seconds(kind, lines, repeat)
+    ours = _connection_seconds(kind, lines, repeat, "NONE")
+    notes = []
+    for codec in ("ZLIB", "SNAPPY"):
+        f = _floor_seconds(kind, lines, repeat, codec=codec)
+        o = _connection_seconds(kind, lines, repeat, codec)
+        notes.append(
+            f"orc.compress={codec}: {n / o:,.0f} rows/s vs a {codec} floor "
+            f"{n / f:,.0f} rows/s: {f / o:.2f} (no target)"
+        )
     return Result(
-        f"{kind} StreamingConnection",
-        n,
-        min(times),
-        floor_s,
-        TARGETS[kind],
-        same_codec_floor_seconds=zlib_floor_s,
+        f"{kind} StreamingConnection", n, ours, floor_s, TARGETS[kind], notes=tuple(notes)
     )
+
+
+_RSS_PROBE = (
+    "import atexit, runpy, sys\n"
+    "def hwm():\n"
+    "    for ln in open('/proc/self/status'):\n"
+    "        if ln.startswith('VmHWM:'): print('PEAK_RSS_KB', ln.split()[1], file=sys.stderr)\n"
+    "atexit.register(hwm)\n"
+    "sys.argv = ['acidstream'] + sys.argv[1:]\n"
+    "runpy.run_module('acidstream', run_name='__main__')\n"
+)
+"""Runs the CLI in a fresh interpreter that prints its own peak RSS at exit (ru_maxrss of
+children is not reliable: it survives exec)."""
 
 
 def bench_ingest_cli(_n: int, repeat: int) -> Result:
@@ -259,16 +287,6 @@ def bench_ingest_cli(_n: int, repeat: int) -> Result:
         src = os.path.join(root, "in.jsonl")
         with open(src, "wb") as f:
             f.write(b"\n".join(lines) + b"\n")
-        # the child prints its own peak RSS at exit (ru_maxrss of children is not reliable)
-        child = (
-            "import atexit, runpy, sys\n"
-            "def hwm():\n"
-            "    for ln in open('/proc/self/status'):\n"
-            "        if ln.startswith('VmHWM:'): print('PEAK_RSS_KB', ln.split()[1], file=sys.stderr)\n"
-            "atexit.register(hwm)\n"
-            "sys.argv = ['acidstream'] + sys.argv[1:]\n"
-            "runpy.run_module('acidstream', run_name='__main__')\n"
-        )
         times, peaks = [], []
         for k in range(repeat):
             wh = os.path.join(root, f"wh{k}")
@@ -278,7 +296,7 @@ def bench_ingest_cli(_n: int, repeat: int) -> Result:
                             "id int, s string, amount double"], env=env, check=True)  # fmt: skip
             t0 = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, "-c", child, "ingest", "t", "--format", "json",
+                [sys.executable, "-c", _RSS_PROBE, "ingest", "t", "--format", "json",
                  "--txn-rows", "100000", src], env=env, capture_output=True, text=True,
             )  # fmt: skip
             times.append(time.perf_counter() - t0)
@@ -290,7 +308,60 @@ def bench_ingest_cli(_n: int, repeat: int) -> Result:
         print(f"  acidstream ingest peak RSS: {max(peaks) / 1024:,.0f} MiB", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return Result("json acidstream ingest (1M)", n, min(times), floor_s, None)
+    return Result("json ingest (1M, ZLIB table)", n, min(times), floor_s, None)
+
+
+def _read_cli(table: str) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of ``acidstream read TABLE --format jsonl`` to /dev/null."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", _RSS_PROBE, "read", table, "--format", "jsonl"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"read failed: {proc.stderr[-500:]}")
+    peaks = [int(x.split()[1]) for x in proc.stderr.splitlines() if x.startswith("PEAK_RSS_KB")]
+    return seconds, max(peaks)
+
+
+def bench_read_cli(_n: int, repeat: int) -> Result:
+    """``acidstream read --format jsonl`` of a 2,000,000-row table (one delta, one file: the
+    worst case for a read that materializes): rows/s and peak RSS, against the peak RSS of
+    a 100,000-row read (target: under 2x). The rows/s peer, printed with no target, is
+    pyarrow reading the same ORC file (no JSON)."""
+    from acid.writer import write_delta
+
+    root = tempfile.mkdtemp(prefix="acid_read_")
+    try:
+        paths = {}
+        for rows in (100_000, 2_000_000):
+            rnd = np.random.default_rng(5)
+            data = pa.table(
+                {
+                    "id": pa.array(np.arange(rows, dtype=np.int32)),
+                    "s": pa.array([f"name-{i:08x}" for i in range(rows)]),
+                    "amount": pa.array(np.round(rnd.uniform(-1e6, 1e6, rows), 2)),
+                }
+            )
+            paths[rows] = os.path.join(root, f"t{rows}")
+            f = write_delta(paths[rows], SCHEMA, 1, data)
+        small = min(_read_cli(paths[100_000]) for _ in range(repeat))
+        runs = [_read_cli(paths[2_000_000]) for _ in range(repeat)]
+        seconds, rss = min(r[0] for r in runs), max(r[1] for r in runs)
+        floor = _best(lambda: pa_orc.ORCFile(f).read(), repeat)
+        ratio = rss / small[1]
+        print(
+            f"  acidstream read --format jsonl: peak RSS {rss / 1024:,.0f} MiB for 2,000,000 rows, "
+            f"{small[1] / 1024:,.0f} MiB for 100,000 rows: {ratio:.2f}x (target < 2x)",
+            flush=True,
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return Result(
+        "read --format jsonl (2M)", 2_000_000, seconds, floor, None,
+        check=(f"peak RSS {ratio:.2f}x of a 100,000-row read, target < 2x", ratio < 2),
+    )  # fmt: skip
 
 
 SCENARIOS: dict[str, Callable[[int, int], Result]] = {
@@ -301,6 +372,7 @@ SCENARIOS: dict[str, Callable[[int, int], Result]] = {
     "delimited-connection": lambda n, r: bench_connection("delimited", n, r),
     "regex-connection": lambda n, r: bench_connection("regex", n, r),
     "ingest": bench_ingest_cli,
+    "read": bench_read_cli,
 }
 
 
@@ -319,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         r = SCENARIOS[name](args.rows, args.repeat)
         ok = r.target is None or r.ratio >= r.target
+        if r.check is not None:
+            ok &= r.check[1]
         failed |= not ok
         target = "-" if r.target is None else f">={r.target}"
         with_write = "-" if r.ratio_with_write is None else f"{r.ratio_with_write:.2f}"
@@ -327,13 +401,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.ratio:>6.2f} {target:>7} {with_write:>22}{'' if ok else '  BELOW TARGET'}",
             flush=True,
         )
-        if r.same_codec_floor_seconds is not None:
-            print(
-                f"{'':<26} (against a floor writing the writers' ZLIB files, "
-                f"{r.rows / r.same_codec_floor_seconds:,.0f} rows/s: "
-                f"{r.same_codec_floor_seconds / r.seconds:.2f}; no target)",
-                flush=True,
-            )
+        for note in r.notes:
+            print(f"{'':<26} ({note})", flush=True)
+        if r.check is not None:
+            print(f"{'':<26} ({r.check[0]}: {'met' if r.check[1] else 'MISSED'})", flush=True)
     return 1 if failed else 0
 
 
