@@ -57,9 +57,9 @@ AGENT_PREFIX = "acidstream-sink:"
 CRASH_POINTS = ("sink.after_open", "sink.during_heartbeat", "sink.after_files", "sink.after_commit")
 """The sink's fault-injection steps (``acid.faults``), in the order a micro-batch passes them."""
 TASK_CRASH_POINTS = ("sink.task_after_flush",)
+"""The executor task's fault-injection steps (each flush of a task's file)."""
 DRAIN_TIMEOUT_S = 60.0
 """How long a failed micro-batch waits for its job's other tasks to end before deleting."""
-"""The executor task's fault-injection steps (each flush of a task's file)."""
 FILE_SCHEMA = (
     "partition string, path string, bucket int, stmt int, rows long, bad long, "
     "offsets string, dead_letter string, flushes string"
