@@ -10,7 +10,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from acid.errors import ConfigError
+from acid import faults
+from acid.errors import AcidStreamError, ConfigError, TransactionError
 from ingest.http.config import ServerConfig
 from ingest.http.idempotency import (
     IDEM_PREFIX,
@@ -62,6 +63,37 @@ def test_prune_deletes_exactly_the_records_older_than_the_retention(
     index.release("t", old)
     assert index.claim("t", new, "b", db_table=("default", "t")).outcome is Outcome.REPLAY
     assert index.prune("t", ("default", "t"), older_than=now - 100) == 0
+    index.close()
+
+
+def test_a_failed_prune_deletes_nothing_and_the_next_pass_does(
+    store: TxnStore, store_factory: Callable[[], TxnStore]
+) -> None:
+    """The metastore fails the prune's transaction: no record is deleted (one DB
+    transaction), the key still replays (memory untouched), the error is typed (the server's
+    housekeeping pass logs it and goes on), and the next prune deletes what has expired."""
+    create_table(store, "t")
+    now = time.time()
+    old = key_hash("old")
+    _use_key(store, old, "b", at=now - 1000)
+    before = store.table_params_with_prefix("default", "t", RECORD_PREFIX)
+    index = IdempotencyIndex(store_factory())
+    assert index.claim("t", old, "b", db_table=("default", "t")).outcome is Outcome.REPLAY
+
+    def fail(step: str) -> None:
+        if step == "delete_table_params.before_commit":
+            raise TransactionError("injected: the metastore went away mid-prune")
+
+    faults.set_hook(fail)
+    try:
+        with pytest.raises(AcidStreamError, match="injected"):
+            index.prune("t", ("default", "t"), older_than=now - 100)
+    finally:
+        faults.set_hook(None)
+    assert store.table_params_with_prefix("default", "t", RECORD_PREFIX) == before
+    assert index.claim("t", old, "b", db_table=("default", "t")).outcome is Outcome.REPLAY
+    assert index.prune("t", ("default", "t"), older_than=now - 100) == 2
+    assert store.table_params_with_prefix("default", "t", RECORD_PREFIX) == {}
     index.close()
 
 
