@@ -10,16 +10,17 @@ other path a one-line :class:`NoSnapshotWarning` says that no snapshot was given
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from acid.errors import TableNotFoundError
+from acid.errors import AcidStreamError, TableNotFoundError
 from acid.list_bucketing import SkewedInfo
 from acid.partitions import PartitionValues
 from acid.schema import TableSchema
@@ -27,6 +28,9 @@ from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
 from txn.config import StoreConfig
 from txn.namespaces import check_table_namespace, resolve_read, scan_read
+
+if TYPE_CHECKING:
+    from sources.acid_table_txn import AcidReadTxn
 
 __all__ = [
     "NoSnapshotWarning",
@@ -36,6 +40,11 @@ __all__ = [
     "resolve",
     "scan_table",
 ]
+
+log = logging.getLogger(__name__)
+
+READ_AGENT = "acidstream-read "
+"""What the read txn of a Python or CLI read shows in ``show_txns`` (after the lease prefix)."""
 
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?(@\w+)?$")
 
@@ -57,6 +66,8 @@ class ReadTarget:
     partitions: frozenset[str] | None = None  # through a static link: the ones it exposes
     # Each partition's list bucketing, by partition values (() when unpartitioned).
     skews: Mapping[PartitionValues, SkewedInfo] = field(default_factory=dict)
+    # The read txn taken before the snapshot (``lease=True``): close it when the read ends.
+    lease: AcidReadTxn | None = field(default=None, compare=False)
 
     @property
     def has_snapshot(self) -> bool:
@@ -78,14 +89,20 @@ def resolve(
     write_ids: ValidWriteIdList | str | None = None,
     txns: ValidTxnList | str | None = None,
     namespace: str | None = None,
+    lease: bool = False,
 ) -> ReadTarget:
     """Where a name or path is, and the snapshot to read it with.
 
     Explicit ``write_ids``/``txns`` win. Otherwise a table name, or a path that is a
-    registered table or partition location, gets the metastore's current snapshot (opened
-    read-only: a read creates nothing); any other path gets none. Names follow
-    ``txn.namespaces`` (``namespace``: the client's binding; a link ``T1@B`` reads its
-    target with the same snapshot as a direct read, restricted to the link's partitions).
+    registered table or partition location, gets the metastore's current snapshot; any
+    other path gets none. Names follow ``txn.namespaces`` (``namespace``: the client's
+    binding; a link ``T1@B`` reads its target with the same snapshot as a direct read,
+    restricted to the link's partitions).
+
+    ``lease``: take that snapshot under a read txn (Hive's readers hold one), so the
+    Cleaner keeps the files the snapshot reads until :attr:`ReadTarget.lease` is closed.
+    Only where the metastore can take it: a read-only metastore, or one at an older schema
+    version (a read does not migrate it), is read without, as is an explicit snapshot.
     """
     cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
     is_path = "://" in name_or_path or os.path.exists(name_or_path)
@@ -116,14 +133,29 @@ def resolve(
             table = store.get_table(ref.table.db, ref.table.table)
             link_parts, link_source = ref.partitions, ref.source
         skews = _skews(store, table)
+        held: AcidReadTxn | None = None
         if write_ids is None:
-            snapshot_txns = store.get_valid_txns()
-            write_ids = store.get_valid_write_ids(table.db, table.name, snapshot_txns)
+            if txns is None and lease:
+                held = _open_lease(cfg, store, table.full_name)
+            if held is not None and held.txns is not None:
+                snapshot_txns = held.txns
+            elif txns is not None:
+                snapshot_txns = ValidTxnList.from_string(txns) if isinstance(txns, str) else txns
+            else:
+                snapshot_txns = store.get_valid_txns()
+            try:
+                write_ids = store.get_valid_write_ids(table.db, table.name, snapshot_txns)
+            except BaseException:
+                if held is not None:
+                    held.close()
+                raise
             if txns is None:
                 txns = snapshot_txns
     finally:
         store.close()
     if table.location is None:
+        if held is not None:
+            held.close()
         raise TableNotFoundError(f"table {table.full_name} has no location")
     path = name_or_path if is_path else table.location
     source = f"partition {table.full_name}/{partition}" if partition else f"table {table.full_name}"
@@ -137,7 +169,39 @@ def resolve(
         txns=txns,
         partitions=link_parts,
         skews=skews,
+        lease=held,
     )
+
+
+def _open_lease(cfg: StoreConfig, store: Any, table: str) -> AcidReadTxn | None:
+    """A read txn for a snapshot read of ``table``, or None (said in the log) where the
+    metastore cannot take one."""
+    from sources.acid_table_txn import AcidReadTxn
+    from txn.migrations import SCHEMA_VERSION
+
+    if store.schema_version != SCHEMA_VERSION:
+        log.info("reading %s without a read txn: the metastore's schema is older", table)
+        return None
+    held = AcidReadTxn(
+        metastore=cfg.metastore_url, warehouse=cfg.warehouse, agent_info=f"{READ_AGENT}{table}"
+    )
+    try:
+        held.__enter__()
+    except (AcidStreamError, OSError) as e:  # e.g. a metastore on read-only media
+        log.warning(
+            "reading %s without a read txn (the Cleaner may remove files it reads): %s", table, e
+        )
+        return None
+    return held
+
+
+def leased(batches: Iterable[pa.Table], lease: AcidReadTxn | None) -> Iterator[pa.Table]:
+    """``batches``, with the read txn closed when they end (exhausted, failed or dropped)."""
+    try:
+        yield from batches
+    finally:
+        if lease is not None:
+            lease.close()
 
 
 def _skews(store: Any, table: Any) -> dict[PartitionValues, SkewedInfo]:
@@ -177,24 +241,31 @@ def scan_table(
 
     t = resolve(
         name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns,
-        namespace=namespace,
+        namespace=namespace, lease=True,
     )  # fmt: skip
-    _warn_if_no_snapshot(t)
-    if t.skews:
-        kwargs.setdefault("skews", t.skews)
-    if t.schema is not None:
-        kwargs.setdefault("schema", t.schema)
-        if not _exists(t.path):
-            schema = build_plan(
-                None, schema=t.schema, partition_names=t.partition_keys, columns=columns,
-                include_row_id=include_row_id, filter=None,
-                timestamp_unit=kwargs.get("timestamp_unit", "us"),
-            ).schema()  # fmt: skip
-            return schema, iter(())
-    s = scan_read(t.path, partitions=t.partitions, partition_keys=t.partition_keys,
-                  write_ids=t.write_ids, txns=t.txns, columns=columns,
-                  include_row_id=include_row_id, **kwargs)  # fmt: skip
-    return s.schema, iter(s.batches)
+    try:
+        _warn_if_no_snapshot(t)
+        if t.skews:
+            kwargs.setdefault("skews", t.skews)
+        if t.schema is not None:
+            kwargs.setdefault("schema", t.schema)
+            if not _exists(t.path):
+                schema = build_plan(
+                    None, schema=t.schema, partition_names=t.partition_keys, columns=columns,
+                    include_row_id=include_row_id, filter=None,
+                    timestamp_unit=kwargs.get("timestamp_unit", "us"),
+                ).schema()  # fmt: skip
+                if t.lease is not None:
+                    t.lease.close()
+                return schema, iter(())
+        s = scan_read(t.path, partitions=t.partitions, partition_keys=t.partition_keys,
+                      write_ids=t.write_ids, txns=t.txns, columns=columns,
+                      include_row_id=include_row_id, **kwargs)  # fmt: skip
+    except BaseException:
+        if t.lease is not None:
+            t.lease.close()
+        raise
+    return s.schema, leased(s.batches, t.lease)
 
 
 def read_table(name_or_path: str, **kwargs: Any) -> pa.Table:

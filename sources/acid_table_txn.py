@@ -44,6 +44,7 @@ class AcidReadTxn:
     Args:
         metastore / warehouse: as for the rest of the project (arguments > environment).
         heartbeat_s: heartbeat interval (well under the txn timeout).
+        agent_info: what ``show_txns`` shows after :data:`LEASE_AGENT` (who reads what).
     """
 
     def __init__(
@@ -52,11 +53,13 @@ class AcidReadTxn:
         metastore: str | None = None,
         warehouse: str | None = None,
         heartbeat_s: float = 60.0,
+        agent_info: str = "AcidReadTxn",
     ) -> None:
         from txn.config import StoreConfig
 
         self.config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
         self.heartbeat_s = heartbeat_s
+        self.agent_info = agent_info
         self.txn_id: int | None = None
         self.txns: ValidTxnList | None = None
         self._store: Any = None
@@ -65,10 +68,18 @@ class AcidReadTxn:
 
     def __enter__(self) -> AcidReadTxn:
         self._store = self.config.open()
-        self.txn_id = self._store.open_txns(
-            1, user=reader_user(), host=socket.gethostname(), agent_info=f"{LEASE_AGENT}AcidReadTxn"
-        )[0]
-        self.txns = self._store.get_valid_txns(self.txn_id)
+        try:
+            self.txn_id = self._store.open_txns(
+                1,
+                user=reader_user(),
+                host=socket.gethostname(),
+                agent_info=f"{LEASE_AGENT}{self.agent_info}",
+            )[0]
+            self.txns = self._store.get_valid_txns(self.txn_id)
+        except BaseException:
+            self._store.close()
+            self._store = None
+            raise
         self._thread = threading.Thread(target=self._beat, name="acidtable-read-txn", daemon=True)
         self._thread.start()
         return self
@@ -104,6 +115,10 @@ class AcidReadTxn:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Commit the txn (the reads are done) and stop heartbeating; idempotent."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

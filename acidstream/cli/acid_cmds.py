@@ -97,9 +97,12 @@ class _Target:
     partition_keys: tuple[str, ...] = ()
     partitions: frozenset[str] | None = None  # through a static link: the ones it exposes
     skews: Mapping[PartitionValues, SkewedInfo] = field(default_factory=dict)
+    lease: Any = field(default=None, compare=False)  # the read txn (``lease=True``)
 
 
-def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Target:
+def _resolve_table_arg(
+    arg: str, args: argparse.Namespace | None = None, *, lease: bool = False
+) -> _Target:
     """Turn the PATH argument into a path and a snapshot (``acidstream.snapshot_read``): a
     ``db.table`` name, or a path that is a registered table or partition location, reads
     with the metastore's snapshot unless ``--write-ids``/``--txns`` are given; any other
@@ -113,6 +116,7 @@ def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Tar
         write_ids=getattr(args, "write_ids", None),
         txns=getattr(args, "txns", None),
         namespace=getattr(args, "namespace", None),
+        lease=lease,
     )
     if args is not None:
         if target.write_ids is not None and getattr(args, "write_ids", None) is None:
@@ -132,6 +136,7 @@ def _resolve_table_arg(arg: str, args: argparse.Namespace | None = None) -> _Tar
         partition_keys=target.partition_keys,
         partitions=target.partitions,
         skews=target.skews,
+        lease=target.lease,
     )
 
 
@@ -153,39 +158,46 @@ def _cmd_read(args: argparse.Namespace) -> int:
     from acid.read_plan import build_plan
     from txn.namespaces import scan_read
 
-    target = _resolve_table_arg(args.path, args)
-    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    if target.schema is not None and not _location_exists(target):
-        # A catalog table nothing was written to has no directory yet: zero rows.
-        schema = build_plan(
-            None,
-            schema=target.schema,
-            partition_names=target.partition_keys,
-            columns=columns,
-            include_row_id=args.row_id,
-            filter=None,
-            timestamp_unit="us",
-        ).schema()
-        batches: Iterable[pa.Table] = ()
-    else:
-        s = scan_read(
-            target.path,
-            partitions=target.partitions,  # through a static link: only its partitions
-            partition_keys=target.partition_keys,
-            write_ids=args.write_ids,
-            txns=args.txns,
-            columns=columns,
-            include_row_id=args.row_id,
-            schema=target.schema,
+    target = _resolve_table_arg(args.path, args, lease=True)
+    # The read txn keeps the Cleaner off the snapshot's files until the last row is out.
+    try:
+        columns = (
+            [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
         )
-        schema, batches = s.schema, s.batches
-    out = sys.stdout
-    if args.format == "jsonl":
-        for t in batches:
-            for line in json_lines(t):
-                out.write(line + "\n")
-    else:
-        _print_table_stream(schema.names, batches, out)
+        if target.schema is not None and not _location_exists(target):
+            # A catalog table nothing was written to has no directory yet: zero rows.
+            schema = build_plan(
+                None,
+                schema=target.schema,
+                partition_names=target.partition_keys,
+                columns=columns,
+                include_row_id=args.row_id,
+                filter=None,
+                timestamp_unit="us",
+            ).schema()
+            batches: Iterable[pa.Table] = ()
+        else:
+            s = scan_read(
+                target.path,
+                partitions=target.partitions,  # through a static link: only its partitions
+                partition_keys=target.partition_keys,
+                write_ids=args.write_ids,
+                txns=args.txns,
+                columns=columns,
+                include_row_id=args.row_id,
+                schema=target.schema,
+            )
+            schema, batches = s.schema, s.batches
+        out = sys.stdout
+        if args.format == "jsonl":
+            for t in batches:
+                for line in json_lines(t):
+                    out.write(line + "\n")
+        else:
+            _print_table_stream(schema.names, batches, out)
+    finally:
+        if target.lease is not None:
+            target.lease.close()
     _warn_no_snapshot(args)
     return 0
 

@@ -137,6 +137,9 @@ def test_a_metastore_on_a_read_only_mount_can_be_listed(
     assert "SHARED_READ" in capsys.readouterr().out
     assert main(["tables", *base]) == 0
     assert f"{read_only_mount}/t" in capsys.readouterr().out
+    # A read would hold a read txn; here it cannot open one and reads without (zero rows).
+    assert main(["read", "default.t", *base]) == 0
+    assert capsys.readouterr().out == ""
     assert main(["abort", str(a), *base]) != 0  # a writing command fails, in one line
     assert capsys.readouterr().err.count("\n") == 1
     assert sorted(os.listdir(read_only_mount)) == before
