@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import signal
+import sys
 import threading
 import time
 from types import FrameType
@@ -177,7 +178,7 @@ def _compactor(args: argparse.Namespace) -> int:
             initiator=not args.no_initiator,
             cleaner=not args.no_cleaner,
             workers=args.workers,
-            on_event=lambda line: print(line, flush=True),
+            on_event=_say,
             engine=args.engine,
             spark=_spark(args),
         )
@@ -198,7 +199,7 @@ def _compactor(args: argparse.Namespace) -> int:
             keeper.start()
         compactor.start()
         what = "compactor" if keeper is None else "compactor and housekeeper"
-        print(f"{what} running (Ctrl-C to stop)", flush=True)
+        _say(f"{what} running (Ctrl-C to stop)")
         done.wait()
         compactor.stop()
         if keeper is not None:
@@ -211,7 +212,19 @@ def _print_housekeeping(report: HousekeepingReport) -> None:
     changed = [f"{step}: {result}" for step, result in report.rows() if result not in ("0", "")]
     if changed or report.errors:
         parts = changed + [f"failed: {e}" for e in report.errors]
-        print("housekeeping: " + "; ".join(parts), flush=True)
+        _say("housekeeping: " + "; ".join(parts))
+
+
+_SAY_LOCK = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """One whole line to stdout: the daemon's threads (workers, cleaner, housekeeper, main)
+    print concurrently, and ``print`` writes the text and its newline separately, so two
+    lines could merge into one."""
+    with _SAY_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
