@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,47 +193,6 @@ def test_a_failed_batch_waits_for_its_other_tasks_before_deleting(
     assert running == []  # nothing of the failed batch runs any more...
     assert not list(Path(env["wh"]).rglob("delta_*"))  # ...and nothing of it is left
     sink.close()
-
-
-def test_draining_a_job_group_gives_up_after_its_timeout_and_says_so(
-    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A task that outlives the wait: the drain returns False with a warning naming the
-    group (the caller then aborts and deletes; files landing later are cleaned up at the
-    next batch), and True once the task has ended."""
-    import threading
-
-    from sinks.foreach_batch import _drain_job_group
-
-    sc = spark.sparkContext
-    group = "acidstream-test-drain-timeout"
-    running = tmp_path / "task-running"
-
-    def straggle(x: int, marker: str = str(running)) -> int:
-        import time as t
-
-        open(marker, "w").close()  # the Python side of the task has started
-        t.sleep(3)  # a killed task's Python worker runs on until Spark's kill timeout
-        return x
-
-    def job() -> None:
-        sc.setJobGroup(group, "a straggler", interruptOnCancel=False)
-        with contextlib.suppress(Exception):  # cancelled: the job fails, the task runs on
-            sc.parallelize([1], 1).map(straggle).collect()
-
-    runner = threading.Thread(target=job, daemon=True)
-    runner.start()
-    deadline = time.monotonic() + 60
-    while not running.exists():  # a file from the executor: nothing to wait on but polling
-        assert time.monotonic() < deadline, "the straggler task never started"
-        time.sleep(0.05)
-    with caplog.at_level(logging.WARNING, logger="sinks.foreach_batch"):
-        t0 = time.monotonic()
-        assert _drain_job_group(sc, group, timeout_s=0.5) is False
-        assert time.monotonic() - t0 < 5
-    assert f"1 tasks of failed job group {group} still run" in caplog.text
-    assert _drain_job_group(sc, group, timeout_s=60) is True  # the task ends on its own
-    runner.join(30)
 
 
 def test_bad_record_fails_the_batch_and_leaves_nothing_visible(
