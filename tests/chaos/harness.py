@@ -258,17 +258,23 @@ def connection_spec(
 
 
 def snapshot_ids(store: TxnStore, table: TableDef) -> list[int]:
-    """The ``id`` column of the table at the store's current snapshot."""
-    txns = store.get_valid_txns()
-    wids = store.get_valid_write_ids(table.db, table.name, txns)
-    assert table.location is not None
-    from acid.storage import Storage
+    """The ``id`` column of the table at the store's current snapshot, read as every reader
+    of the project reads: under a txn opened before the snapshot, so a Cleaner running
+    meanwhile (a restarted compactor) keeps the files the read opens."""
+    (txn,) = store.open_txns(1, user="chaos", host="observer", agent_info="chaos-observer")
+    try:
+        txns = store.get_valid_txns(txn)
+        wids = store.get_valid_write_ids(table.db, table.name, txns)
+        assert table.location is not None
+        from acid.storage import Storage
 
-    storage, root = Storage.for_path(table.location)
-    if not storage.exists(root):
-        return []  # nothing written yet
-    t: pa.Table = read_table(table.location, write_ids=wids, txns=txns, schema=table.schema)
-    return [int(x) for x in t.column("id").to_pylist()]
+        storage, root = Storage.for_path(table.location)
+        if not storage.exists(root):
+            return []  # nothing written yet
+        t: pa.Table = read_table(table.location, write_ids=wids, txns=txns, schema=table.schema)
+        return [int(x) for x in t.column("id").to_pylist()]
+    finally:
+        store.commit_txn(txn)
 
 
 def future_store(store_url: str) -> TxnStore:
