@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from acid.errors import AcidFormatError
-from acid.protobuf import LEN, VARINT, Field, decode_fields, encode_fields
+from acid.protobuf import LEN, VARINT, Field, decode_fields, encode_fields, read_varint
 
 __all__ = [
     "PROLEPTIC_GREGORIAN",
@@ -51,19 +51,6 @@ _KIND_NAMES = {
 }
 
 
-def _varint_at(data: bytes, pos: int) -> int:
-    """A little-endian base-128 varint at ``pos`` (snappy's length preamble)."""
-    value = shift = 0
-    while pos < len(data):
-        b = data[pos]
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value
-        pos += 1
-        shift += 7
-    raise AcidFormatError("truncated snappy length preamble")
-
-
 def _zstd_content_size(frame: bytes) -> int:
     """The Frame_Content_Size of a zstd frame (RFC 8878 §3.1.1.1); ORC C++ writes it."""
     if len(frame) < 6 or frame[:4] != b"\x28\xb5\x2f\xfd":
@@ -78,31 +65,37 @@ def _zstd_content_size(frame: bytes) -> int:
     return value + 256 if size == 2 else value
 
 
-def _decompress(kind: int, chunk: bytes) -> bytes:
-    if kind == _ZLIB:
-        return zlib.decompress(chunk, -15)
-    if kind == _SNAPPY:
-        size = _varint_at(chunk, 0)
-    elif kind == _ZSTD:
-        size = _zstd_content_size(chunk)
-    else:
-        raise AcidFormatError(
-            f"ORC compression {_KIND_NAMES.get(kind, kind)} is not supported for tail rewriting"
-        )
-    return pa.Codec("snappy" if kind == _SNAPPY else "zstd").decompress(
-        chunk, decompressed_size=size, asbytes=True
+# The pyarrow codec of each ORC kind written here besides ZLIB (raw snappy, zstd frames).
+_ARROW_CODEC = {_SNAPPY: "snappy", _ZSTD: "zstd"}
+
+
+def _unsupported(kind: int) -> AcidFormatError:
+    return AcidFormatError(
+        f"ORC compression {_KIND_NAMES.get(kind, kind)} is not supported for tail rewriting"
     )
+
+
+def _decompress(kind: int, chunk: bytes) -> bytes:
+    """One compressed chunk; a corrupt one is an ``AcidFormatError``, whatever the codec."""
+    try:
+        if kind == _ZLIB:
+            return zlib.decompress(chunk, -15)
+        if kind not in _ARROW_CODEC:
+            raise _unsupported(kind)
+        # pyarrow needs the decompressed length: snappy's varint preamble, zstd's header.
+        size = read_varint(chunk, 0)[0] if kind == _SNAPPY else _zstd_content_size(chunk)
+        return pa.Codec(_ARROW_CODEC[kind]).decompress(chunk, decompressed_size=size, asbytes=True)
+    except (zlib.error, pa.ArrowException, OSError) as e:  # pyarrow: OSError or ArrowInvalid
+        raise AcidFormatError(f"corrupt {_KIND_NAMES[kind]} chunk in an ORC tail: {e}") from e
 
 
 def _compress(kind: int, piece: bytes) -> bytes:
     if kind == _ZLIB:
         c = zlib.compressobj(6, zlib.DEFLATED, -15)
         return c.compress(piece) + c.flush()
-    if kind in (_SNAPPY, _ZSTD):
-        return pa.Codec("snappy" if kind == _SNAPPY else "zstd").compress(piece, asbytes=True)
-    raise AcidFormatError(
-        f"ORC compression {_KIND_NAMES.get(kind, kind)} is not supported for tail rewriting"
-    )
+    if kind not in _ARROW_CODEC:
+        raise _unsupported(kind)
+    return pa.Codec(_ARROW_CODEC[kind]).compress(piece, asbytes=True)
 
 
 def decompress_chunks(data: bytes, kind: int) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid.errors import ConfigError
+from acid.errors import AcidFormatError, ConfigError
 from acid.orc_options import OrcWriterOptions
 from acid.orc_tail import compress_chunks, decompress_chunks
 from acid.side_file import decode_flush_lengths
@@ -86,6 +86,22 @@ def test_chunked_compression_round_trips(codec: str) -> None:
             chunks = -(-len(data) // 65536)
             assert len(packed) >= 3 * chunks
     assert len(compress_chunks(text, kind, 65536)) < len(text) // 4
+
+
+@pytest.mark.parametrize("codec", ["ZLIB", "SNAPPY", "ZSTD"])
+def test_a_corrupt_chunk_is_a_format_error(codec: str) -> None:
+    """A damaged compressed footer chunk fails typed (AcidFormatError), not with the
+    codec library's own error; a damaged length preamble or frame header too."""
+    kind = KIND[codec]
+    text = b"".join(b"column statistics %d;" % i for i in range(2_000))
+    packed = bytearray(compress_chunks(text, kind, 65536))
+    assert not packed[0] & 1  # compressed, not stored as it is
+    body = bytes(packed[3:])
+    for bad in (body[: len(body) // 2], bytes(b ^ 0x5A for b in body), b"\xff" * 8):
+        header = len(bad) << 1
+        chunk = bytes((header & 0xFF, (header >> 8) & 0xFF, header >> 16)) + bad
+        with pytest.raises(AcidFormatError):
+            decompress_chunks(chunk, kind)
 
 
 def _make(store: TxnStore, name: str, codec: str) -> TableDef:
