@@ -33,6 +33,8 @@ Field = tuple[int, int, int | bytes]
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     """Decode the base-128 varint at ``buf[pos:]``; returns ``(value, position after it)``."""
+    if pos < len(buf) and buf[pos] < 0x80:
+        return buf[pos], pos + 1  # most ORC tail varints are one byte
     result = 0
     shift = 0
     while True:
@@ -46,8 +48,14 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+# One-byte varints, prebuilt: field keys and small counts are most of an ORC tail.
+_SMALL = tuple(bytes((i,)) for i in range(0x80))
+
+
 def encode_varint(value: int) -> bytes:
     """Protobuf base-128 varint."""
+    if 0 <= value < 0x80:
+        return _SMALL[value]
     out = bytearray()
     while True:
         b = value & 0x7F

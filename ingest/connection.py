@@ -17,7 +17,7 @@ import getpass
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -39,6 +39,7 @@ from acid.schema import TableSchema
 from acid.table_name import TableName
 from acid.writer import AcidFileWriter, OrcWriterOptions
 from ingest.dead_letter import DeadLetterWriter
+from ingest.parse_ahead import AheadParser, ParsedBlock, parse_stream
 from ingest.record_writers import BoundRecordWriter, RecordWriter
 from ingest.stats import ConnectionStats, StatsCounter
 from recovery.housekeeper import Housekeeper
@@ -402,18 +403,26 @@ class StreamingConnection:
         return n
 
     def write_block(
-        self, records: Sequence[bytes], *, positions: Sequence[str] | None = None
+        self, block: Sequence[bytes] | ParsedBlock, *, positions: Sequence[str] | None = None
     ) -> BlockResult:
         """Write a block of records (a chunk of an input file, an HTTP body, a micro-batch)
-        into the open txn, parsed in one columnar pass (the record writer's bulk path).
+        into the open txn, parsed in one columnar pass (the record writer's bulk path),
+        or a block :meth:`parse_ahead` already parsed.
 
         A bad record never fails the block: it goes to the dead-letter directory when one
         is configured (with its ``positions`` entry), and every rejected record is
         returned with its index and error, the same error ``write`` would raise.
         """
+        if isinstance(block, ParsedBlock):
+            if block.writer is not self._writer:
+                raise ConfigError("a block parsed by another connection's record writer")
+            records, enc = block.records, block.encoded
+        else:
+            records, enc = block, None
         with self._lock:
             self._check_open()
-            enc = self._writer.encode_block(records)
+            if enc is None:
+                enc = self._writer.encode_block(records)
             rejected = list(enc.rejected)
             table = enc.table
             if table.num_rows:
@@ -429,6 +438,19 @@ class StreamingConnection:
             self._stats.add("records_size", sum(map(len, records)) - bad_bytes)
             self._maybe_auto_flush()
         return BlockResult(len(records) - len(rejected), tuple(rejected))
+
+    def parse_ahead(self, blocks: Iterable[Sequence[bytes]]) -> Iterator[ParsedBlock]:
+        """Each of ``blocks`` parsed for :meth:`write_block`, the next one on a background
+        thread while the caller writes and commits this one (``ingest.parse_ahead``):
+        ``for b in conn.parse_ahead(blocks): begin; write_block(b); commit``. Parsing
+        touches no txn state, so what is written, rejected and committed is exactly
+        what ``write_block(records)`` would do; it only overlaps in time."""
+        return parse_stream(self._writer, blocks)
+
+    def ahead_parser(self) -> AheadParser:
+        """A parser of the block the caller expects to write next (``ingest.parse_ahead``),
+        for writers whose next block depends on how this one went; close it when done."""
+        return AheadParser(self._writer)
 
     def _block_partitions(
         self,

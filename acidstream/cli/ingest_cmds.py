@@ -165,12 +165,17 @@ def _ingest_source(run: _Run, path: str | None) -> None:
                     "it changed since; ingest it without --resume"
                 )
             run.skipped_bytes += start
-    with _open_input(path) as f:
+    with _open_input(path) as f, conn.ahead_parser() as parser:
         if start:
             f.seek(start)
         in_txn = 0  # good records in the open txn
         offset = start
-        for block in read_blocks(f, start=start, max_record_bytes=args.max_record_bytes):
+        blocks = read_blocks(f, start=start, max_record_bytes=args.max_record_bytes)
+        block, number = next(blocks, None), 0
+        while block is not None:
+            # A file is read one block ahead, so that block's parse overlaps this one's
+            # commits; stdin is not (its next block may be minutes away).
+            following = next(blocks, None) if path is not None else None
             for big in block.oversize:
                 err = SerializationError(
                     f"record of {big.size:,} bytes is over --max-record-bytes "
@@ -181,11 +186,14 @@ def _ingest_source(run: _Run, path: str | None) -> None:
             i = 0
             while i < len(block.records):
                 take = min(args.txn_rows - in_txn, len(block.records) - i)
+                parsed = parser.take((number, i, take), block.records[i : i + take])
+                _guess_next(
+                    parser, args.txn_rows, in_txn + take, block, number, i + take, following
+                )
                 if in_txn == 0 and not _open(conn):
                     conn.begin_transaction()
-                chunk = block.records[i : i + take]
                 res = conn.write_block(
-                    chunk, positions=[f"{name}:{b}" for b in block.starts[i : i + take]]
+                    parsed, positions=[f"{name}:{b}" for b in block.starts[i : i + take]]
                 )
                 for j, e in res.rejected:
                     run.report_rejected(f"{name}:{block.starts[i + j]}", str(e))
@@ -197,11 +205,28 @@ def _ingest_source(run: _Run, path: str | None) -> None:
                     in_txn = 0
                 run.progress()
             offset = max(offset, block.end)
+            block = following if path is not None else next(blocks, None)
+            number += 1
         if _open(conn):
             if in_txn:
                 _commit(conn, key, path, offset)
             else:
                 conn.abort_transaction()  # only bad records: no empty txn is committed
+
+
+def _guess_next(
+    parser: Any, txn_rows: int, filled: int, block: Any, number: int, i: int, following: Any
+) -> None:
+    """Start parsing the chunk the loop takes next if every record of the current one is
+    accepted (the usual case; a wrong guess is parsed again when taken): the rest of the
+    current txn, or a whole one after its commit, from this block or the next."""
+    room = txn_rows if filled >= txn_rows else txn_rows - filled
+    if i < len(block.records):
+        n = min(room, len(block.records) - i)
+        parser.ahead((number, i, n), block.records[i : i + n])
+    elif following is not None and following.records:
+        n = min(room, len(following.records))
+        parser.ahead((number + 1, 0, n), following.records[:n])
 
 
 def _open(conn: Any) -> bool:
