@@ -416,9 +416,9 @@ class StreamingConnection:
         if isinstance(block, ParsedBlock):
             if block.writer is not self._writer:
                 raise ConfigError("a block parsed by another connection's record writer")
-            records, enc = block.records, block.encoded
+            records, enc, nbytes = block.records, block.encoded, block.nbytes
         else:
-            records, enc = block, None
+            records, enc, nbytes = block, None, -1
         with self._lock:
             self._check_open()
             if enc is None:
@@ -435,7 +435,9 @@ class StreamingConnection:
             for i, e in rejected:
                 self._reject(records[i], e, position=positions[i] if positions else "")
             bad_bytes = sum(len(records[i]) for i, _ in rejected)
-            self._stats.add("records_size", sum(map(len, records)) - bad_bytes)
+            if nbytes < 0:
+                nbytes = sum(map(len, records))
+            self._stats.add("records_size", nbytes - bad_bytes)
             self._maybe_auto_flush()
         return BlockResult(len(records) - len(rejected), tuple(rejected))
 

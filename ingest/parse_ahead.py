@@ -39,11 +39,13 @@ class ParsedBlock:
     encoded: EncodedBlock
     #: The bound writer that parsed them (``write_block`` refuses another's blocks).
     writer: BoundRecordWriter
+    #: The bytes of the records (counted here, off the writing thread).
+    nbytes: int
 
 
 def parse_block(writer: BoundRecordWriter, records: Sequence[bytes]) -> ParsedBlock:
     """Parse ``records`` with ``writer`` (any thread)."""
-    return ParsedBlock(records, writer.encode_block(records), writer)
+    return ParsedBlock(records, writer.encode_block(records), writer, sum(map(len, records)))
 
 
 class AheadParser:
