@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import numpy as np
+
 __all__ = ["Block", "Oversize", "read_blocks"]
 
 _CHUNK = 1 << 20
@@ -59,6 +61,8 @@ def read_blocks(
     """Blocks of up to ``block_records`` records from ``f``, which is positioned at ``start``.
 
     Memory stays below about ``max_record_bytes`` plus one read chunk, whatever the input.
+    Each chunk's delimiters are found in one vectorized pass (numpy); only the slicing of
+    the records themselves is per record.
     """
     pos = start  # offset of buf[0] in the input
     buf = b""
@@ -80,24 +84,26 @@ def read_blocks(
             pos = end
             chunk = chunk[cut + 1 :]
         buf += chunk
-        i = 0
-        while True:
-            cut = _first_delim(buf, i)
-            if cut < 0:
-                break
-            if cut > i:
-                if cut - i > max_record_bytes:
-                    block.oversize.append(
-                        Oversize(pos + i, pos + cut + 1, cut - i, buf[i : i + _KEEP])
-                    )
-                else:
-                    block.records.append(buf[i:cut])
-                    block.starts.append(pos + i)
-                    block.ends.append(pos + cut + 1)
-                    if len(block.records) >= block_records:
-                        yield block
-                        block = Block()
-            i = cut + 1
+        delims = _delims(buf)
+        if len(delims):
+            starts = np.concatenate(([0], delims[:-1] + 1))
+            lengths = delims - starts
+            keep = np.flatnonzero(lengths > 0)  # empty lines (and "\r\n"'s second half)
+            if len(keep) and int(lengths[keep].max()) > max_record_bytes:
+                segments = _slow_segments(buf, pos, starts[keep], delims[keep], max_record_bytes)
+            else:
+                s_list = starts[keep].tolist()
+                e_list = delims[keep].tolist()
+                segments = (
+                    [buf[a:b] for a, b in zip(s_list, e_list, strict=True)],
+                    (starts[keep] + pos).tolist(),
+                    (delims[keep] + (pos + 1)).tolist(),
+                    [],
+                )
+            yield from _fill(block, segments, block_records)
+            i = int(delims[-1]) + 1
+        else:
+            i = 0
         buf = buf[i:]
         pos += i
         if len(buf) > max_record_bytes:
@@ -116,6 +122,59 @@ def read_blocks(
             block.ends.append(pos + len(buf))
     if block.records or block.oversize:
         yield block
+
+
+_Segments = tuple[list[bytes], list[int], list[int], list[tuple[int, Oversize]]]
+
+
+def _slow_segments(
+    buf: bytes, pos: int, starts: np.ndarray, ends: np.ndarray, limit: int
+) -> _Segments:
+    """The chunk's records when some are over ``limit``: those become :class:`Oversize`
+    entries, placed (by how many records precede them) where they came in the input."""
+    records: list[bytes] = []
+    rs: list[int] = []
+    re_: list[int] = []
+    big: list[tuple[int, Oversize]] = []
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        if b - a > limit:
+            big.append((len(records), Oversize(pos + a, pos + b + 1, b - a, buf[a : a + _KEEP])))
+        else:
+            records.append(buf[a:b])
+            rs.append(pos + a)
+            re_.append(pos + b + 1)
+    return records, rs, re_, big
+
+
+def _fill(block: Block, segments: _Segments, block_records: int) -> Iterator[Block]:
+    """Append a chunk's records (and oversize entries) to ``block`` in input order,
+    yielding each block that fills up; the last, partly filled, stays in ``block``."""
+    records, starts, ends, big = segments
+    k = 0
+    b = 0
+    while True:
+        # Oversize entries go to the block being filled when the input reaches them.
+        while b < len(big) and big[b][0] <= k:
+            block.oversize.append(big[b][1])
+            b += 1
+        if k >= len(records):
+            break
+        room = block_records - len(block.records)
+        stop = min(len(records), k + room, big[b][0] if b < len(big) else len(records))
+        block.records += records[k:stop]
+        block.starts += starts[k:stop]
+        block.ends += ends[k:stop]
+        k = stop
+        if len(block.records) >= block_records:
+            full = Block(block.records, block.starts, block.ends, block.oversize)
+            block.records, block.starts, block.ends, block.oversize = [], [], [], []
+            yield full
+
+
+def _delims(data: bytes) -> np.ndarray:
+    """The positions of every ``\r`` and ``\n`` in ``data``."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    return np.flatnonzero((arr == 10) | (arr == 13))
 
 
 def _first_delim(data: bytes, start: int = 0) -> int:

@@ -15,9 +15,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, overload
 
 __all__ = ["register"]
 
@@ -193,7 +193,7 @@ def _ingest_source(run: _Run, path: str | None) -> None:
                 if in_txn == 0 and not _open(conn):
                     conn.begin_transaction()
                 res = conn.write_block(
-                    parsed, positions=[f"{name}:{b}" for b in block.starts[i : i + take]]
+                    parsed, positions=_Positions(name, block.starts[i : i + take])
                 )
                 for j, e in res.rejected:
                     run.report_rejected(f"{name}:{block.starts[i + j]}", str(e))
@@ -212,6 +212,26 @@ def _ingest_source(run: _Run, path: str | None) -> None:
                 _commit(conn, key, path, offset)
             else:
                 conn.abort_transaction()  # only bad records: no empty txn is committed
+
+
+class _Positions(Sequence[str]):
+    """``file:offset`` of each record of a chunk, formatted only when asked for (for the
+    rejected records' dead letters), not once per record."""
+
+    def __init__(self, name: str, starts: list[int]) -> None:
+        self._name, self._starts = name, starts
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return [f"{self._name}:{s}" for s in self._starts[i]]
+        return f"{self._name}:{self._starts[i]}"
 
 
 def _guess_next(
