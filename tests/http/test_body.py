@@ -6,6 +6,8 @@ import gzip
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acid.placement import Placement, TableLayout
 from acid.schema import TableSchema
@@ -23,6 +25,19 @@ from txn.catalog import TableDef
 def test_split_lines_numbers_lines_as_the_client_does() -> None:
     records, numbers = split_lines(b"a\r\n\nb\n\r\nc")
     assert records == [b"a", b"b", b"c"] and numbers == [1, 3, 5]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60).map(lambda b: bytes(b"ab\r\n"[x % 4] for x in b)))
+def test_split_lines_fast_path_agrees_with_the_line_loop(body: bytes) -> None:
+    """Bodies with and without CR and empty lines: the C split and the loop agree."""
+    want = [
+        (line.removesuffix(b"\r"), i)
+        for i, line in enumerate(body.split(b"\n"), 1)
+        if line.removesuffix(b"\r")
+    ]
+    records, numbers = split_lines(body)
+    assert list(zip(records, numbers, strict=True)) == want
 
 
 def test_gunzip_caps_the_inflated_size() -> None:
