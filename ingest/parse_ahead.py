@@ -14,7 +14,7 @@ returns for its records (the same rows, rejections and errors, in the same order
 records and the counts happen at ``write_block``, in the caller's order. At most one
 block is parsed ahead, so memory stays bounded by two blocks.
 
-Runs in the writer's process: one daemon thread per :class:`AheadParser`; Arrow's
+Runs in the writer's process: one thread per :class:`AheadParser` (ended by ``close``); Arrow's
 readers release the GIL, which is what makes the overlap pay.
 """
 

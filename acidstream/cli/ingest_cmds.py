@@ -17,7 +17,11 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, BinaryIO, overload
+from typing import TYPE_CHECKING, Any, BinaryIO, overload
+
+if TYPE_CHECKING:
+    from ingest.line_blocks import Block
+    from ingest.parse_ahead import AheadParser
 
 __all__ = ["register"]
 
@@ -235,7 +239,13 @@ class _Positions(Sequence[str]):
 
 
 def _guess_next(
-    parser: Any, txn_rows: int, filled: int, block: Any, number: int, i: int, following: Any
+    parser: AheadParser,
+    txn_rows: int,
+    filled: int,
+    block: Block,
+    number: int,
+    i: int,
+    following: Block | None,
 ) -> None:
     """Start parsing the chunk the loop takes next if every record of the current one is
     accepted (the usual case; a wrong guess is parsed again when taken): the rest of the
