@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -40,6 +41,16 @@ def make_table(store: TxnStore) -> MakeTable:
         return store.create_table(t)
 
     return make
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI's embedded defaults under ``tmp_path``: the warehouse (and its SQLite
+    metastore) from ``ACIDSTREAM_WAREHOUSE``, no ``ACIDSTREAM_METASTORE``."""
+    wh = tmp_path / "wh"
+    monkeypatch.setenv("ACIDSTREAM_WAREHOUSE", str(wh))
+    monkeypatch.delenv("ACIDSTREAM_METASTORE", raising=False)
+    return wh
 
 
 def snapshot_read(store: TxnStore, table: TableDef, **kw: object) -> pa.Table:

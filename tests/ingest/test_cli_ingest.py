@@ -14,14 +14,6 @@ from acidstream.cli.main import EXIT_REJECTED, main
 from txn.config import StoreConfig
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    wh = tmp_path / "wh"
-    monkeypatch.setenv("ACIDSTREAM_WAREHOUSE", str(wh))
-    monkeypatch.delenv("ACIDSTREAM_METASTORE", raising=False)
-    return wh
-
-
 def test_ingest_files_then_read_by_table_name(
     env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -160,14 +160,6 @@ def test_a_block_parsed_for_another_connection_is_refused(
         conn.abort_transaction()
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    wh = tmp_path / "wh"
-    monkeypatch.setenv("ACIDSTREAM_WAREHOUSE", str(wh))
-    monkeypatch.delenv("ACIDSTREAM_METASTORE", raising=False)
-    return wh
-
-
 def test_ingest_txns_hold_txn_rows_good_records_across_blocks_and_bad_records(
     env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
