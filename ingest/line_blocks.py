@@ -88,16 +88,16 @@ def read_blocks(
         if len(delims):
             starts = np.concatenate(([0], delims[:-1] + 1))
             lengths = delims - starts
-            keep = np.flatnonzero(lengths > 0)  # empty lines (and "\r\n"'s second half)
-            if len(keep) and int(lengths[keep].max()) > max_record_bytes:
-                segments = _slow_segments(buf, pos, starts[keep], delims[keep], max_record_bytes)
+            keep = lengths > 0  # not empty lines (nor "\r\n"'s second half)
+            firsts, lasts = starts[keep], delims[keep]
+            if len(firsts) and int(lengths[keep].max()) > max_record_bytes:
+                segments = _slow_segments(buf, pos, firsts, lasts, max_record_bytes)
             else:
-                s_list = starts[keep].tolist()
-                e_list = delims[keep].tolist()
+                a_list, b_list = firsts.tolist(), lasts.tolist()
                 segments = (
-                    [buf[a:b] for a, b in zip(s_list, e_list, strict=True)],
-                    (starts[keep] + pos).tolist(),
-                    (delims[keep] + (pos + 1)).tolist(),
+                    [buf[a:b] for a, b in zip(a_list, b_list, strict=True)],
+                    (firsts + pos).tolist(),
+                    (lasts + (pos + 1)).tolist(),
                     [],
                 )
             yield from _fill(block, segments, block_records)

@@ -82,16 +82,16 @@ def gunzip(data: bytes, *, limit: int) -> bytes:
 
 def split_lines(body: bytes) -> tuple[list[bytes], list[int]]:
     """Non-empty lines of a body and their 1-based line numbers."""
-    if b"\r" not in body:
-        # The usual body: split in C; line numbers are positions unless a line is empty.
-        lines = body.split(b"\n")
+    lines = body.split(b"\n")
+    if b"\r" not in body and b"" not in lines[:-1]:
+        # The usual body: no CR, no empty line (a final newline aside), so each line is
+        # a record and its number is its position.
         if lines[-1] == b"":
             lines.pop()
-        if b"" not in lines:
-            return lines, list(range(1, len(lines) + 1))
+        return lines, list(range(1, len(lines) + 1))
     records: list[bytes] = []
     numbers: list[int] = []
-    for i, line in enumerate(body.split(b"\n"), 1):
+    for i, line in enumerate(lines, 1):
         if line.endswith(b"\r"):
             line = line[:-1]
         if line:

@@ -194,3 +194,46 @@ def _is_good(line: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(v["id"], int) and v["id"] < 2**31
+
+
+@dataclass(frozen=True)
+class _Breaks:
+    """A real bound writer whose parse of one block fails (as a bug or MemoryError would:
+    not a bad record, which ``encode_block`` reports without raising)."""
+
+    inner: BoundRecordWriter
+    bad_first_id: int
+
+    def encode_block(self, records: Sequence[bytes]) -> EncodedBlock:
+        if int(json.loads(records[0])["id"]) == self.bad_first_id:
+            raise MemoryError("parse failed")
+        return self.inner.encode_block(records)
+
+    def encode(self, record: bytes) -> object:  # pragma: no cover - not used here
+        raise AssertionError
+
+
+def test_a_parse_that_fails_ahead_fails_where_the_block_is_taken() -> None:
+    """The error of a block parsed ahead reaches the caller when it takes that block (not
+    before, not lost), the blocks before it arrive whole, and the thread ends."""
+    from acid.schema import TableSchema
+
+    inner = StrictJsonWriter().bind(TableSchema.parse("id int, msg string"))
+    blocks = [[json.dumps({"id": k, "msg": "m"}).encode()] for k in range(4)]
+    got = []
+    stream = parse_stream(_Breaks(inner, 2), blocks)  # type: ignore[arg-type]
+    with pytest.raises(MemoryError, match="parse failed"):
+        for parsed in stream:
+            got.append(parsed.encoded.table.column("id").to_pylist())
+    assert got == [[0], [1]]
+    assert not [t for t in threading.enumerate() if t.name.startswith("acidstream-parse")]
+
+
+def test_ingest_positions_are_formatted_on_demand() -> None:
+    from acidstream.cli.ingest_cmds import _Positions
+
+    pos = _Positions("in.jsonl", [0, 17, 40])
+    assert len(pos) == 3 and pos[1] == "in.jsonl:17" and pos[-1] == "in.jsonl:40"
+    assert list(pos[1:]) == ["in.jsonl:17", "in.jsonl:40"] and list(pos) == [
+        "in.jsonl:0", "in.jsonl:17", "in.jsonl:40"
+    ]  # fmt: skip
