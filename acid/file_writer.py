@@ -612,18 +612,29 @@ class AcidFileWriter:
     def flush(self) -> int:
         """Write an intermediate footer covering every row so far, make it durable and
         record its length in the side file. Returns that length (Hive's ``flush``)."""
+        return self.sync_footer(self.write_footer())
+
+    def write_footer(self) -> int:
+        """The first half of :meth:`flush`: write an intermediate footer covering every
+        row so far (not yet durable). Returns the file's length with it."""
         self._check_open()
         if not self.streaming:
             raise ConfigError("flush() needs a streaming writer (streaming=True)")
         if self._stitch is not None:
-            length = self._seal_piece()
-        else:
-            self._capture.holding = True
-            try:
-                logical = self._orc.write_intermediate_footer()
-            finally:
-                self._capture.holding = False
-            length = self._finish_tail(logical) if self._rows else 0
+            return self._seal_piece()
+        self._capture.holding = True
+        try:
+            logical = self._orc.write_intermediate_footer()
+        finally:
+            self._capture.holding = False
+        return self._finish_tail(logical) if self._rows else 0
+
+    def sync_footer(self, length: int) -> int:
+        """The second half of :meth:`flush`: make the file durable up to the footer that
+        :meth:`write_footer` returned ``length`` for, then record ``length`` in the side
+        file, durably (the order keeps the side file from ever pointing past durable
+        bytes). May run on another thread while the writer's owner waits for it and does
+        not touch the writer. Returns ``length``."""
         self.storage.durable_flush(self._raw)
         faults.point("file.after_footer")  # the footer is durable, its length not yet recorded
         if self._side is not None:

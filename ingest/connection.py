@@ -18,7 +18,10 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -28,6 +31,7 @@ from acid.errors import (
     AcidStreamError,
     ConfigError,
     SerializationError,
+    StorageError,
     TableNotFoundError,
     TransactionError,
     storage_error,
@@ -177,6 +181,7 @@ class StreamingConnection:
         # One rowId numbering per bucket, shared by its files in list-bucketing directories.
         self._row_ids: dict[Key, RowIdSequence] = {}
         self._heartbeater: Heartbeater | None = None
+        self._syncer: ThreadPoolExecutor | None = None  # makes footers durable (commit)
         self._housekeeper: Housekeeper | None = None
         self._dead_letter: DeadLetterWriter | None = None
         try:
@@ -676,25 +681,56 @@ class StreamingConnection:
                 self._partition(_partition_values(p, self.table.partition_names))
             last = b.remaining == 0
 
-            def make_durable() -> None:
+            def write_footers() -> list[tuple[AcidFileWriter, int]]:
                 self._drain(b)
-                for w in self._files.values():
-                    if last:
+                if last:  # final footers, durable, side files deleted
+                    for w in self._files.values():
                         w.close()
-                    else:
-                        w.flush()
+                    return []
+                return [(w, w.write_footer()) for w in self._files.values()]
 
-            self._storage_step(b, make_durable)
+            footers = self._storage_step(b, write_footers)
+            # The footers become durable on the sync thread while the metastore runs the
+            # commit's statements; the commit waits for them before its COMMIT.
+            synced = self._sync_thread().submit(_sync_footers, footers) if footers else None
             try:
-                b.commit(partitions=sorted(self._touched), key=key, value=value)
+                b.commit(
+                    partitions=sorted(self._touched), key=key, value=value,
+                    durable=None if synced is None else partial(self._synced, b, synced),
+                )  # fmt: skip
+                if synced is not None:
+                    self._synced(b, synced)  # (a commit found done already did not wait)
+            except StorageError:
+                if b.state is TxnState.OPEN:
+                    self._fail_batch(b, "making the table's files durable failed")
+                raise
             except AcidStreamError:
                 if b.state is TxnState.ABORTED:
                     self._stats.add("aborted_transactions")
                 raise
+            finally:
+                if synced is not None:
+                    futures.wait([synced])  # the files are the writer's again
             self._stats.add("committed_transactions")
             if last:
                 self._files.clear()
                 self._row_ids.clear()
+
+    def _sync_thread(self) -> ThreadPoolExecutor:
+        if self._syncer is None:
+            self._syncer = ThreadPoolExecutor(1, thread_name_prefix="acidstream-sync")
+        return self._syncer
+
+    def _synced(self, b: TransactionBatch, synced: Future[None]) -> None:
+        """Wait for the footers' sync; a storage failure becomes a typed error."""
+        try:
+            synced.result()
+        except OSError as e:
+            raise storage_error(
+                e,
+                f"writing {self.name}",
+                f"txn {b.current_txn} was aborted, committed data is intact",
+            ) from e
 
     def abort_transaction(self) -> None:
         """Abort the open txn. Its buffered rows are dropped; rows already in a batch file
@@ -736,6 +772,8 @@ class StreamingConnection:
                     self._drop_buffers()
                     self._finish_batch(self._batch)
             finally:
+                if self._syncer is not None:
+                    self._syncer.shutdown(wait=True)
                 if self._heartbeater is not None:
                     self._heartbeater.stop()
                 if self._housekeeper is not None:
@@ -750,6 +788,13 @@ class StreamingConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sync_footers(footers: Sequence[tuple[AcidFileWriter, int]]) -> None:
+    """Make each file durable up to its new footer and record it in its side file (the
+    sync thread; the writing thread waits for it before the commit's COMMIT)."""
+    for w, length in footers:
+        w.sync_footer(length)
 
 
 def _partition_values(p: str | Sequence[str], keys: Sequence[str]) -> list[str | None]:

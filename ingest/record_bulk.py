@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from acid.errors import SerializationError
 from acid.partition_name import check_partition_value
 from acid.schema import HiveType, TableSchema
+from ingest.number_gate import float_gate, int_gate
 from ingest.record_common import Encoded, EncodedBlock
 from ingest.record_convert import (
     INT_RANGES,
@@ -36,6 +37,7 @@ from ingest.record_convert import (
 )
 
 __all__ = [
+    "BYTE_GATED_KINDS",
     "assemble",
     "block_arrow_type",
     "block_read_size",
@@ -55,10 +57,12 @@ __all__ = [
 
 _EPOCH = _dt.date(1970, 1, 1)
 # Gates: shapes whose Arrow conversion equals the per-record rule (RE2 syntax, anchored).
-_INT_GATE = r"^[+-]?[0-9]{1,18}$"
-_FLOAT_GATE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$"
 _DATE_GATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 _TS_GATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?)?$"
+
+#: Column kinds whose gate checks the text's bytes (``ingest.number_gate``): a value that is
+#: not valid UTF-8 fails it, so their text may skip UTF-8 validation.
+BYTE_GATED_KINDS = frozenset({"float", "double", *INT_RANGES})
 
 #: Column kinds the vectorized text converter handles (others go value by value).
 VECTOR_KINDS = frozenset(
@@ -126,6 +130,14 @@ def _where(mask: pa.Array, arr: pa.Array) -> pa.Array:
     return pc.if_else(mask, arr, pa.nulls(len(arr), arr.type))
 
 
+def _keep(gate: np.ndarray, arr: pa.Array) -> pa.Array:
+    """``arr`` where the numpy ``gate`` holds, else null (no copy when the gate leaves
+    out only null rows)."""
+    if gate.all() or not (arr.is_valid().to_numpy(zero_copy_only=False) & ~gate).any():
+        return arr
+    return pc.if_else(pa.array(gate), arr, pa.nulls(len(arr), arr.type))
+
+
 def fit_text_array(arr: pa.Array, t: HiveType) -> pa.Array:
     """varchar/char fitting, vectorized (code points, as :func:`record_convert.fit_text`)."""
     if t.kind == "varchar":
@@ -171,22 +183,22 @@ def convert_text(arr: pa.Array, t: HiveType, *, empty_is_null: bool) -> tuple[pa
     if not empty_is_null:
         suspect |= _np_mask(pc.equal(arr, ""))
     if k in INT_RANGES:
-        ok = _gate(arr, _INT_GATE)
-        clean = _where(ok, arr)
-        if pc.any(pc.starts_with(clean, "+")).as_py():
+        gate, plus = int_gate(arr)
+        clean = _keep(gate, arr)
+        if plus:
             clean = pc.replace_substring_regex(clean, r"^\+", "")
         wide = pc.cast(clean, pa.int64())
         lo, hi = INT_RANGES[k]
-        ok = _and(ok, _and(pc.greater_equal(wide, lo), pc.less_equal(wide, hi)))
+        ok = _and(pa.array(gate), _and(pc.greater_equal(wide, lo), pc.less_equal(wide, hi)))
         suspect |= _np_mask(pc.and_(nonempty, pc.invert(ok)))
         return pc.cast(_where(ok, wide), t.to_arrow()), suspect
     if k in ("float", "double"):
-        ok = _gate(arr, _FLOAT_GATE)
-        vals = pc.cast(_where(ok, arr), pa.float64())
+        gate = float_gate(arr)
+        vals = pc.cast(_keep(gate, arr), pa.float64())
         if k == "float":
             # Via a double, as the row rule (Float.parseFloat would round once).
             vals = pc.cast(vals, pa.float32())
-        suspect |= _np_mask(pc.and_(nonempty, pc.invert(ok)))
+        suspect |= _np_mask(pc.and_(nonempty, pa.array(~gate)))
         return vals, suspect
     if k == "boolean":
         low = pc.utf8_lower(arr)

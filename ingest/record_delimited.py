@@ -14,6 +14,7 @@ import pyarrow.csv as pa_csv
 from acid.errors import ConfigError
 from acid.schema import HiveType, TableSchema
 from ingest.record_bulk import (
+    BYTE_GATED_KINDS,
     VECTOR_KINDS,
     assemble_bound,
     block_arrow_type,
@@ -193,13 +194,16 @@ class _BoundDelimited:
             raw = table.column(i).combine_chunks()
             is_null = pc.equal(raw, null)
             if t.kind in VECTOR_KINDS:
-                text, bad = decode_utf8(raw)
-                values, sus = convert_text(
-                    pc.if_else(is_null, pa.nulls(len(text), pa.string()), text),
-                    t,
-                    empty_is_null=True,
-                )
-                row_suspect |= bad | sus
+                if t.kind in BYTE_GATED_KINDS:
+                    # The number gates read bytes: invalid UTF-8 fails them (the row
+                    # path then decides), so the text need not be validated first.
+                    text, bad = raw.view(pa.string()), None
+                else:
+                    text, bad = decode_utf8(raw)
+                if is_null.true_count:
+                    text = pc.if_else(is_null, pa.nulls(len(text), pa.string()), text)
+                values, sus = convert_text(text, t, empty_is_null=True)
+                row_suspect |= sus if bad is None else bad | sus
             else:
                 fields = [
                     None if b is None or b == null else b.decode("utf-8", "surrogateescape")

@@ -114,6 +114,11 @@ class Tx:
         """Give tests a chance to crash or disturb the store at a named step."""
         self._db.crash_point(name)
 
+    def flush(self) -> None:
+        """Make the statements so far reach the server (PostgreSQL pipelines them): the
+        server runs them while the caller waits for something else."""
+        self._db._flush()
+
     def has_table(self, name: str) -> bool:
         """Whether the metastore schema has a table of this name."""
         return self._db._has_table(name)
@@ -127,6 +132,9 @@ class Database(abc.ABC):
     """
 
     for_update_clause = ""
+    #: Every writing DB transaction holds one lock for its whole length (SQLite's write
+    #: lock), so the order of its statements does not change what it blocks.
+    serialises_writers = False
     max_attempts = 8
     max_retry_s = 60.0
 

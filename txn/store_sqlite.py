@@ -52,6 +52,8 @@ def sqlite_path_from_url(url: str) -> str:
 class SqliteDatabase(Database):
     """A SQLite file in WAL mode."""
 
+    serialises_writers = True  # BEGIN IMMEDIATE: one writer at a time
+
     def __init__(self, url: str, *, read_only: bool = False) -> None:
         super().__init__(url, read_only=read_only)
         self.path = sqlite_path_from_url(url)

@@ -7,7 +7,8 @@ with the other mixins (state codes, aborts, the write-set check) is in :mod:`txn
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from acid.errors import (
@@ -20,7 +21,8 @@ from acid.errors import (
 from txn import catalog_sql
 from txn.catalog import PartitionInfo
 from txn.db import Tx
-from txn.locks import DataOperationType
+from txn.lock_sql import create_lock
+from txn.locks import DataOperationType, LockRequest, LockResponse, LockState
 from txn.store_ops import StoreOps
 from txn.txn_sql import (
     ABORT_ROLLBACK,
@@ -124,6 +126,18 @@ def _complete_components(tx: Tx, ids: Sequence[int], now: int, *, op: str) -> No
 def _mark_committed(tx: Tx, ids: Sequence[int], now: int) -> None:
     tx.x(f"DELETE FROM HIVE_LOCKS WHERE HL_TXNID IN {_in(ids)}", *ids)
     tx.x(f"UPDATE TXNS SET TXN_STATE = 'c', TXN_FINISHED = ? WHERE TXN_ID IN {_in(ids)}", now, *ids)
+
+
+def _lock_next(tx: Tx, req: LockRequest | None, now: int) -> LockResponse | None:
+    """Request ``req`` (a txn's lock) without waiting; a request not acquired leaves
+    nothing behind (its lock rows and its txn's components are removed)."""
+    if req is None:
+        return None
+    resp = create_lock(tx, dataclasses.replace(req, zero_wait_read=True), now=now)
+    if resp.state is not LockState.ACQUIRED:
+        # The zero-wait check removed the lock rows; the components went in with them.
+        tx.x("DELETE FROM TXN_COMPONENTS WHERE TC_TXNID = ?", req.txn_id)
+    return resp
 
 
 class TxnOps(StoreOps):
@@ -285,7 +299,9 @@ class TxnOps(StoreOps):
         value: str | None = None,
         db: str | None = None,
         table: str | None = None,
-    ) -> None:
+        before_commit: Callable[[], None] | None = None,
+        next_lock: LockRequest | None = None,
+    ) -> LockResponse | None:
         """Commit a transaction (Hive's ``commitTxn`` / ``commitTxnWithKeyValue``).
 
         With ``key``/``value``, the pair is stored in the table's parameters in the same
@@ -293,6 +309,17 @@ class TxnOps(StoreOps):
         landed; this is what exactly-once sinks build on. ``key`` must start with ``_meta``.
 
         Committing an already committed txn does nothing (Hive is idempotent here).
+
+        Two additions for a streaming writer, both inside the commit's DB transaction:
+
+        - ``before_commit`` runs after the commit's statements and before ``COMMIT``: a
+          writer waits there for its files to be durable, so the statements run while the
+          ``fdatasync``s do and nothing commits before its data is on disk (an
+          ``AcidStreamError`` it raises rolls the commit back).
+        - ``next_lock`` (the next txn of the writer's batch) is requested without waiting
+          (Hive's lock and ``checkLock``): returned ACQUIRED, or NOT_ACQUIRED with nothing
+          of the request left (the writer then takes it as usual). ``None`` is returned
+          when the txn was already committed or no lock was asked for.
 
         Raises:
             TxnAbortedError: the txn was aborted (by a caller or the reaper).
@@ -303,7 +330,7 @@ class TxnOps(StoreOps):
         """
         _check_commit_key(key, value, db, table)
 
-        def body(tx: Tx) -> CommitConflictError | None:
+        def body(tx: Tx) -> CommitConflictError | LockResponse | None:
             now = self._now_ms()
             row = tx.one(
                 "SELECT t.TXN_STATE, (SELECT COUNT(*) FROM TXN_COMPONENTS c "
@@ -334,11 +361,25 @@ class TxnOps(StoreOps):
                 catalog_sql.set_table_param(tx, db, table, key, value)
                 tx.crash_point("commit_txn.after_key_value")
             _mark_committed(tx, [txn_id], now)
-            return None
+            if next_lock is None or self._db.serialises_writers:
+                # SQLite: every write holds the one write lock, so the next lock's
+                # statements run before the wait, alongside the fdatasyncs.
+                lock = _lock_next(tx, next_lock, now)
+                if before_commit is not None:
+                    tx.flush()
+                    before_commit()
+                return lock
+            # PostgreSQL: the wait first, so NEXT_LOCK_ID (which serialises every
+            # writer's lock requests) is not held across the fdatasyncs.
+            if before_commit is not None:
+                tx.flush()  # the server runs the statements while we wait
+                before_commit()
+            return _lock_next(tx, next_lock, now)
 
-        conflict = self._db.run("commit_txn", body, unknown=CommitStateUnknownError)
-        if conflict is not None:
-            raise conflict
+        result = self._db.run("commit_txn", body, unknown=CommitStateUnknownError)
+        if isinstance(result, CommitConflictError):
+            raise result
+        return result
 
     def commit_txns(
         self,

@@ -10,19 +10,21 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyorc
 import pytest
 
-from acid import layout
+from acid import faults, layout
 from acid.errors import SerializationError, TableNotFoundError, TransactionError, TxnAbortedError
 from acid.side_file import decode_flush_lengths
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.dead_letter import read_dead_letters
 from ingest.record_writers import StrictDelimitedInputWriter, StrictJsonWriter
 from tests.ingest.conftest import MakeTable, snapshot_read
+from txn.locks import LockComponent, LockRequest, LockState, LockType
 from txn.store import TxnState, TxnStore
 
 
@@ -486,3 +488,62 @@ def test_a_connection_runs_the_housekeeper_that_reaps_a_dead_writer(
         assert [store.txn_state(t) for t in dead_txns] == [TxnState.ABORTED] * 2
         c.write_rows([(1, "a")])
         c.commit_transaction()  # the live connection's own txn is untouched
+
+
+def test_a_commit_waits_for_its_footer_to_be_durable_and_takes_the_next_lock(
+    store: TxnStore, store_factory: Callable[[], TxnStore], make_table: MakeTable
+) -> None:
+    t = make_table("t", "id int, msg string")
+    other = store_factory()
+    seen: list[tuple[int, TxnState | None]] = []
+    with _conn(store, txns_per_batch=3) as c:
+
+        def hook(step: str) -> None:
+            # On the sync thread: the footer is durable, the commit not yet made.
+            if step == "file.after_footer":
+                txn = c.current_txn_id
+                assert txn is not None
+                seen.append((txn, other.txn_state(txn)))
+
+        faults.set_hook(hook)
+        try:
+            t1 = c.begin_transaction()
+            c.write_many(_json(i) for i in range(5))
+            c.commit_transaction()
+            assert seen == [(t1, TxnState.OPEN)]
+            assert other.txn_state(t1) is TxnState.COMMITTED
+            # The next txn's lock came with the commit; begin_transaction takes no other.
+            (lock,) = other.show_locks()
+            assert lock.txn_id == t1 + 1 and lock.state is LockState.ACQUIRED
+            assert c.begin_transaction() == t1 + 1
+            assert [r.lock_id for r in other.show_locks()] == [lock.lock_id]
+            c.write_many(_json(i) for i in range(5, 8))
+            c.commit_transaction()
+        finally:
+            faults.set_hook(None)
+    assert seen == [(t1, TxnState.OPEN), (t1 + 1, TxnState.OPEN)]
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == list(range(8))
+
+
+def test_a_next_lock_that_would_wait_is_left_to_begin_transaction(
+    store: TxnStore, store_factory: Callable[[], TxnStore], make_table: MakeTable
+) -> None:
+    t = make_table("t", "id int, msg string")
+    other = store_factory()
+    with _conn(store, txns_per_batch=3, lock_wait_s=0.2) as c:
+        t1 = c.begin_transaction()
+        c.write_many(_json(i) for i in range(5))
+        (x,) = other.open_txns(1, user="dba", host="h")
+        drop = other.lock(
+            LockRequest((LockComponent(LockType.EXCLUSIVE, "default", "t"),), txn_id=x)
+        )
+        assert drop.state is LockState.WAITING  # behind t1's lock
+        c.commit_transaction()  # the next lock would wait behind the DROP: not taken
+        assert other.txn_state(t1) is TxnState.COMMITTED
+        assert [r.txn_id for r in other.show_locks()] == [x]
+        assert other.check_lock(drop.lock_id).state is LockState.ACQUIRED
+        assert other.txn_components(t1 + 1) == []
+        with pytest.raises(TransactionError):  # begin_transaction waits for it, as in Hive
+            c.begin_transaction()
+        other.abort_txn(x)
+    assert snapshot_read(store, t).column("id").to_pylist() == list(range(5))

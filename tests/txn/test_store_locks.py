@@ -7,12 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
-from acid.errors import LockTimeoutError, TransactionError, TxnAbortedError
+from acid.errors import LockTimeoutError, StorageError, TransactionError, TxnAbortedError
 from tests.plugins.store_fixture import FakeClock
 from tests.txn.conftest import make_table
 from txn import TableDef, TxnStore
 from txn.locks import DataOperationType as Op
 from txn.locks import LockComponent, LockRequest, LockState, LockType
+from txn.store import TxnState
 
 
 def _req(
@@ -198,3 +199,62 @@ def test_reaper_releases_stale_locks_outside_txns(store: TxnStore, clock: FakeCl
     assert store.reap_timed_out() == []
     assert [r.lock_id for r in store.show_locks()] == [b.lock_id]
     assert a.lock_id != b.lock_id
+
+
+def test_commit_takes_the_next_lock_in_its_own_db_transaction(
+    store: TxnStore, table: TableDef, store_factory: Callable[[], TxnStore]
+) -> None:
+    other = store_factory()  # opened (and migrated) before the commit holds the write lock
+    t1, t2 = store.open_txns(2, user="u", host="h")
+    store.allocate_write_ids([t1, t2], "default", "t")
+    store.lock(_req(LockType.SHARED_READ, txn=t1, op=Op.INSERT))
+    waited: list[TxnState | None] = []
+
+    def before_commit() -> None:  # the commit's statements ran; COMMIT has not
+        waited.append(other.txn_state(t1))
+
+    resp = store.commit_txn(
+        t1, before_commit=before_commit, next_lock=_req(LockType.SHARED_READ, txn=t2, op=Op.INSERT)
+    )
+    assert waited == [TxnState.OPEN]
+    assert store.txn_state(t1) is TxnState.COMMITTED
+    assert resp is not None and resp.state is LockState.ACQUIRED
+    assert [(r.lock_id, r.txn_id, r.state) for r in store.show_locks()] == [
+        (resp.lock_id, t2, LockState.ACQUIRED)
+    ]
+    assert store.txn_components(t2) == [("default", "t", None, "i", 2)]
+
+
+def test_a_next_lock_that_must_wait_leaves_nothing_and_the_commit_lands(
+    store: TxnStore, table: TableDef
+) -> None:
+    t1, t2, t3 = store.open_txns(3, user="u", host="h")
+    store.allocate_write_ids([t1, t2], "default", "t")
+    store.lock(_req(LockType.SHARED_READ, txn=t1, op=Op.INSERT))
+    excl = store.lock(_req(LockType.EXCLUSIVE, txn=t3, op=Op.NO_TXN))  # e.g. a DROP waiting
+    assert excl.state is LockState.WAITING
+    resp = store.commit_txn(t1, next_lock=_req(LockType.SHARED_READ, txn=t2, op=Op.INSERT))
+    assert resp is not None and resp.state is LockState.NOT_ACQUIRED
+    assert store.txn_state(t1) is TxnState.COMMITTED
+    assert [r.txn_id for r in store.show_locks()] == [t3]
+    assert store.txn_components(t2) == []
+
+
+def test_a_failing_wait_before_commit_rolls_the_commit_back(
+    store: TxnStore, table: TableDef
+) -> None:
+    t1, t2 = store.open_txns(2, user="u", host="h")
+    store.allocate_write_ids([t1, t2], "default", "t")
+    store.lock(_req(LockType.SHARED_READ, txn=t1, op=Op.INSERT))
+
+    def disk_failed() -> None:
+        raise StorageError("fdatasync failed: Input/output error (EIO)")
+
+    with pytest.raises(StorageError):
+        store.commit_txn(
+            t1, before_commit=disk_failed,
+            next_lock=_req(LockType.SHARED_READ, txn=t2, op=Op.INSERT),
+        )  # fmt: skip
+    assert store.txn_state(t1) is TxnState.OPEN
+    assert [r.txn_id for r in store.show_locks()] == [t1]
+    assert store.txn_components(t2) == []
