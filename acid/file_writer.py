@@ -630,12 +630,20 @@ class AcidFileWriter:
         return self._finish_tail(logical) if self._rows else 0
 
     def sync_footer(self, length: int) -> int:
-        """The second half of :meth:`flush`: make the file durable up to the footer that
-        :meth:`write_footer` returned ``length`` for, then record ``length`` in the side
-        file, durably (the order keeps the side file from ever pointing past durable
-        bytes). May run on another thread while the writer's owner waits for it and does
-        not touch the writer. Returns ``length``."""
+        """The second half of :meth:`flush`: :meth:`sync_data`, then
+        :meth:`record_footer`. Returns ``length``."""
+        self.sync_data()
+        return self.record_footer(length)
+
+    def sync_data(self) -> None:
+        """Make the file durable up to its last footer (``fdatasync``). May run on another
+        thread while the writer's owner waits for it and does not touch the writer."""
         self.storage.durable_flush(self._raw)
+
+    def record_footer(self, length: int) -> int:
+        """Record ``length`` (from :meth:`write_footer`) in the side file, durably; only
+        after :meth:`sync_data` returned, so the side file never points past durable
+        bytes. Returns ``length``."""
         faults.point("file.after_footer")  # the footer is durable, its length not yet recorded
         if self._side is not None:
             self._side.write(encode_flush_length(length))

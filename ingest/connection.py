@@ -690,16 +690,21 @@ class StreamingConnection:
                 return [(w, w.write_footer()) for w in self._files.values()]
 
             footers = self._storage_step(b, write_footers)
-            # The footers become durable on the sync thread while the metastore runs the
-            # commit's statements; the commit waits for them before its COMMIT.
-            synced = self._sync_thread().submit(_sync_footers, footers) if footers else None
+            # The files' fdatasyncs run on the sync thread while the metastore runs the
+            # commit's statements; then, inside the commit's DB transaction and before its
+            # COMMIT, the side files get the new lengths (durably, after the data).
+            synced = None
+            if footers:
+                synced = _Sync(
+                    self._sync_thread().submit(_sync_data, [w for w, _ in footers]), footers
+                )
             try:
                 b.commit(
                     partitions=sorted(self._touched), key=key, value=value,
                     durable=None if synced is None else partial(self._synced, b, synced),
                 )  # fmt: skip
                 if synced is not None:
-                    self._synced(b, synced)  # (a commit found done already did not wait)
+                    self._synced(b, synced)  # (a commit found done did not wait)
             except StorageError:
                 if b.state is TxnState.OPEN:
                     self._fail_batch(b, "making the table's files durable failed")
@@ -710,7 +715,7 @@ class StreamingConnection:
                 raise
             finally:
                 if synced is not None:
-                    futures.wait([synced])  # the files are the writer's again
+                    futures.wait([synced.data])  # the files are the writer's again
             self._stats.add("committed_transactions")
             if last:
                 self._files.clear()
@@ -721,10 +726,15 @@ class StreamingConnection:
             self._syncer = ThreadPoolExecutor(1, thread_name_prefix="acidstream-sync")
         return self._syncer
 
-    def _synced(self, b: TransactionBatch, synced: Future[None]) -> None:
-        """Wait for the footers' sync; a storage failure becomes a typed error."""
+    def _synced(self, b: TransactionBatch, synced: _Sync) -> None:
+        """Wait for the files' sync, then record each new footer in its side file (once);
+        a storage failure becomes a typed error."""
         try:
-            synced.result()
+            synced.data.result()
+            if not synced.recorded:
+                synced.recorded = True
+                for w, length in synced.footers:
+                    w.record_footer(length)
         except OSError as e:
             raise storage_error(
                 e,
@@ -790,11 +800,21 @@ class StreamingConnection:
         self.close()
 
 
-def _sync_footers(footers: Sequence[tuple[AcidFileWriter, int]]) -> None:
-    """Make each file durable up to its new footer and record it in its side file (the
-    sync thread; the writing thread waits for it before the commit's COMMIT)."""
-    for w, length in footers:
-        w.sync_footer(length)
+@dataclass(slots=True)
+class _Sync:
+    """A commit's files being made durable: the sync thread's ``fdatasync``s, then the
+    footers to record in the side files (once, by the writing thread)."""
+
+    data: Future[None]
+    footers: Sequence[tuple[AcidFileWriter, int]]
+    recorded: bool = False
+
+
+def _sync_data(files: Sequence[AcidFileWriter]) -> None:
+    """Make each file durable up to its new footer (the sync thread; the writing thread
+    waits for it before recording the footers and committing)."""
+    for w in files:
+        w.sync_data()
 
 
 def _partition_values(p: str | Sequence[str], keys: Sequence[str]) -> list[str | None]:

@@ -44,10 +44,11 @@ class _Shape:
             bufs[1], np.int64 if large else np.int32, n + 1, arr.offset * width
         ).astype(np.int64)
         lo, hi = int(offsets[0]), int(offsets[-1])
-        # One zero byte after the data: the "first byte" of an empty last value.
-        data = np.zeros(hi - lo + 1, np.uint8)
-        if bufs[2] is not None and hi > lo:
-            data[:-1] = np.frombuffer(bufs[2], np.uint8)[lo:hi]
+        data = (
+            np.frombuffer(bufs[2], np.uint8, hi - lo, lo)
+            if bufs[2] is not None and hi > lo
+            else np.zeros(1, np.uint8)
+        )
         starts, ends = offsets[:-1] - lo, offsets[1:] - lo
         self.lengths = ends - starts
         self.valid = (
@@ -55,7 +56,9 @@ class _Shape:
             if arr.null_count == 0
             else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         )
-        self.first = data[starts]
+        # (An empty value's "first byte" is whatever lies there; only signs of non-empty
+        # values are looked at.)
+        self.first = data[np.minimum(starts, len(data) - 1)]
         # Counts per value from running sums (empty values count none). uint8
         # arithmetic wraps: every byte outside '0'..'9' lands at 10 or above.
         self.non_digits = _counts((data - np.uint8(48)) >= 10, starts, ends)
@@ -63,9 +66,10 @@ class _Shape:
 
 
 def _counts(mask: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    running = np.zeros(len(mask) + 1, np.int64)
+    running = np.empty(len(mask) + 1, np.int32 if len(mask) < 1 << 31 else np.int64)
+    running[0] = 0
     np.cumsum(mask, out=running[1:])
-    return running[ends] - running[starts]
+    return (running[ends] - running[starts]).astype(np.int64)
 
 
 def _signed(shape: _Shape) -> np.ndarray:

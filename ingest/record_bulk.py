@@ -187,6 +187,13 @@ def convert_text(arr: pa.Array, t: HiveType, *, empty_is_null: bool) -> tuple[pa
         clean = _keep(gate, arr)
         if plus:
             clean = pc.replace_substring_regex(clean, r"^\+", "")
+        out_of_gate = _np_mask(pc.and_(nonempty, pa.array(~gate)))
+        try:
+            # Arrow's cast checks the type's range: when every gated value fits, it is
+            # the whole rule (one kernel instead of a 64-bit cast and two comparisons).
+            return pc.cast(clean, t.to_arrow()), suspect | out_of_gate
+        except pa.ArrowInvalid:
+            pass
         wide = pc.cast(clean, pa.int64())
         lo, hi = INT_RANGES[k]
         ok = _and(pa.array(gate), _and(pc.greater_equal(wide, lo), pc.less_equal(wide, hi)))
