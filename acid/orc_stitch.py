@@ -241,21 +241,52 @@ _TYPED: dict[int, Callable[[dict[int, int | bytes], dict[int, int | bytes]], lis
 }
 
 
+class _Stats:
+    """One column's encoded ``ColumnStatistics`` and its decoded fields (the typed
+    sub-messages decoded when first needed). The stitcher keeps its running merge in this
+    form, so each piece costs one decode (the piece's), not two."""
+
+    __slots__ = ("blob", "top", "typed")
+
+    def __init__(
+        self,
+        blob: bytes,
+        top: dict[int, int | bytes] | None = None,
+        typed: dict[int, dict[int, int | bytes]] | None = None,
+    ) -> None:
+        self.blob = blob
+        self.top = _as_dict(decode_fields(blob)) if top is None else top
+        self.typed = typed if typed is not None else {}
+
+    def sub(self, num: int) -> dict[int, int | bytes]:
+        """The typed sub-message ``num``, decoded ({} when absent)."""
+        d = self.typed.get(num)
+        if d is None:
+            raw = _bytes(self.top, num)
+            d = self.typed[num] = {} if raw is None else _as_dict(decode_fields(raw))
+        return d
+
+
 def merge_column_statistics(a: bytes, b: bytes) -> bytes:
     """Two encoded ``ColumnStatistics`` of one column as one (ORC's ``merge``).
 
     A side with no values contributes only its counts; a sum one side lacks (it
     overflowed) is dropped, as ORC does.
     """
-    da, db = _as_dict(decode_fields(a)), _as_dict(decode_fields(b))
+    return _merge_stats(_Stats(a), _Stats(b)).blob
+
+
+def _merge_stats(a: _Stats, b: _Stats) -> _Stats:
+    da, db = a.top, b.top
     na, nb = _int(da, 1) or 0, _int(db, 1) or 0
     out: list[Field] = [(1, VARINT, na + nb)]
+    typed: dict[int, dict[int, int | bytes]] = {}
     for num, merge in _TYPED.items():
         sa, sb = _bytes(da, num), _bytes(db, num)
         if sa is None and sb is None:
             continue
-        fa = _as_dict(decode_fields(sa)) if sa is not None and na else {}
-        fb = _as_dict(decode_fields(sb)) if sb is not None and nb else {}
+        fa = a.sub(num) if sa is not None and na else {}
+        fb = b.sub(num) if sb is not None and nb else {}
         if not fa and not fb:
             # No values on either side: keep the (empty) typed message so readers see the type.
             out.append((num, LEN, sa if sa is not None else sb or b""))
@@ -263,15 +294,17 @@ def merge_column_statistics(a: bytes, b: bytes) -> bytes:
         if not fa or not fb:
             one = sa if fa else sb
             assert one is not None
-            merged = encode_fields(sorted(decode_fields(one), key=lambda f: f[0]))
+            fields = sorted(decode_fields(one), key=lambda f: f[0])
         else:
-            merged = encode_fields(merge(fa, fb))
-        out.append((num, LEN, merged))
+            fields = merge(fa, fb)
+        typed[num] = _as_dict(fields)
+        out.append((num, LEN, encode_fields(fields)))
     if 10 in da or 10 in db:
         out.append((10, VARINT, int(bool(_int(da, 10)) or bool(_int(db, 10)))))
     if 11 in da or 11 in db:
         out.append((11, VARINT, (_int(da, 11) or 0) + (_int(db, 11) or 0)))
-    return encode_fields(sorted(out, key=lambda f: f[0]))
+    out.sort(key=lambda f: f[0])
+    return _Stats(encode_fields(out), _as_dict(out), typed)
 
 
 # --------------------------------------------------------------------- stitcher
@@ -285,7 +318,7 @@ class StripeStitcher:
         self.position = 0  # bytes handed out so far (= where the next write lands)
         self.stripe_rows: list[int] = []
         self._stripes: list[bytes] = []
-        self._stats: list[bytes] | None = None
+        self._stats: list[_Stats] | None = None
         self._stripe_stats = bytearray()
         self._rows = 0
         self._template: OrcTail | None = None
@@ -325,15 +358,13 @@ class StripeStitcher:
                     )
                 )
                 self.stripe_rows.append(int(_as_dict(sf).get(5, 0)))
-        stats = [v for num, _, v in tail.footer_fields if num == 7 and isinstance(v, bytes)]
+        stats = [_Stats(v) for num, _, v in tail.footer_fields if num == 7 and isinstance(v, bytes)]
         if self._stats is None:
             self._stats = stats
         else:
             if len(stats) != len(self._stats):
                 raise AcidFormatError("pieces of one ORC file must share their schema")
-            self._stats = [
-                merge_column_statistics(a, b) for a, b in zip(self._stats, stats, strict=True)
-            ]
+            self._stats = [_merge_stats(a, b) for a, b in zip(self._stats, stats, strict=True)]
         self._stripe_stats += decompress_chunks(tail.metadata_section, tail.compression)
         self._rows += _int(footer, 6) or 0
         self.position = body_start + body_length
@@ -366,7 +397,7 @@ class StripeStitcher:
             elif num == 6:
                 fields.append((6, VARINT, self._rows))
             elif num == 7:
-                fields.extend((7, LEN, s) for s in self._stats or [])
+                fields.extend((7, LEN, s.blob) for s in self._stats or [])
                 done.add(7)
             else:
                 fields.append((num, wt, v))

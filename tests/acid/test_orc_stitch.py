@@ -217,3 +217,29 @@ def test_mixed_exact_and_fast_pieces_have_one_files_statistics(
         if isinstance(a.get("sum"), float):
             assert b.pop("sum") == pytest.approx(a.pop("sum"), rel=1e-12), f"column {col}"
         assert a == b, f"column {col}"
+
+
+def test_running_merge_equals_merging_the_encoded_statistics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stitcher keeps its merged statistics decoded between pieces; folding
+    ``merge_column_statistics`` over each piece's encoded statistics gives the same bytes."""
+    folded: list[bytes] = []
+    checked: list[int] = []
+    add_piece = StripeStitcher.add_piece
+
+    def checking(self: StripeStitcher, tail: Any, **kw: Any) -> None:
+        add_piece(self, tail, **kw)
+        piece = [v for n, _, v in tail.footer_fields if n == 7]
+        if not folded:
+            folded.extend(piece)
+        else:
+            folded[:] = [merge_column_statistics(a, b) for a, b in zip(folded, piece, strict=True)]
+        assert [s.blob for s in self._stats or []] == folded
+        checked.append(len(piece))
+
+    monkeypatch.setattr(StripeStitcher, "add_piece", checking)
+    sizes = (7, 0, 900, 1, 40, 2000)
+    _write(str(tmp_path / layout.delta_dir_name(1, len(sizes)) / "bucket_00000"), sizes,
+           streaming=True)  # fmt: skip
+    assert checked and set(checked) == {N_COLUMNS}
