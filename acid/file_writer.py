@@ -349,7 +349,10 @@ class AcidFileWriter:
     def _conform(
         self, col: pa.Array | pa.ChunkedArray, hive: HiveType, target: pa.DataType
     ) -> pa.Array:
-        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if isinstance(col, pa.ChunkedArray):
+            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        else:
+            arr = col
         if not arr.type.equals(target):
             try:
                 arr = arr.cast(target)
@@ -517,7 +520,7 @@ class AcidFileWriter:
             self._arrow = self._exact = self._piece = None
         held = bytes(piece.held)
         tail = parse_tail(held)
-        self._raw.write(held[: len(held) - tail.tail_length])
+        self._raw.write(memoryview(held)[: len(held) - tail.tail_length])  # no copy
         body = piece.passed + len(held) - tail.tail_length
         # The stitcher's position has not moved since the piece began.
         self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)

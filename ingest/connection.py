@@ -434,7 +434,7 @@ class StreamingConnection:
                 for part, rows in self._block_partitions(
                     table, enc.partitions, rejected, enc.good_indices
                 ):
-                    self._buffer_arrow(part, rows)
+                    self._buffer_arrow(part, rows, counted=True)
                     self._stats.add("records_written", rows.num_rows)
             rejected.sort(key=lambda r: r[0])
             for i, e in rejected:
@@ -443,6 +443,8 @@ class StreamingConnection:
             if nbytes < 0:
                 nbytes = sum(map(len, records))
             self._stats.add("records_size", nbytes - bad_bytes)
+            # Buffered record bytes, as write() counts them (Table.nbytes costs more here).
+            self._buffered_bytes += nbytes - bad_bytes
             self._maybe_auto_flush()
         return BlockResult(len(records) - len(rejected), tuple(rejected))
 
@@ -559,10 +561,13 @@ class StreamingConnection:
             self._maybe_auto_flush()
             return int(table.num_rows)
 
-    def _buffer_arrow(self, part: str, table: pa.Table) -> None:
+    def _buffer_arrow(self, part: str, table: pa.Table, *, counted: bool = False) -> None:
+        """Buffer rows of the open txn by (partition, bucket); ``counted``: the caller
+        counts their bytes towards ``memory_limit_bytes`` itself."""
         for bucket, rows in self._place.bucket_groups(table):
             self._arrow.setdefault((part, bucket), []).append(rows)
-        self._buffered_bytes += table.nbytes
+        if not counted:
+            self._buffered_bytes += table.nbytes
 
     def _partition(self, values: Sequence[str | None]) -> str:
         """The partition directory of these values, registered in the catalog once
