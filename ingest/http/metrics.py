@@ -65,6 +65,12 @@ class Metrics:
             buckets=tuple(float(4**i) for i in range(11)),
             registry=r,
         )
+        self.early_rows = Counter(
+            "acidstream_http_early_encoded_rows",
+            "rows encoded into their txn's files while the group's window was still open",
+            ["table"],
+            registry=r,
+        )
         self.inflight_bytes = Gauge(
             "acidstream_http_inflight_bytes",
             "bytes of requests admitted and not yet answered",

@@ -93,6 +93,33 @@ def test_requests_within_the_window_share_one_txn(
     assert 'acidstream_http_commits_total{result="committed",table="default.g"} 1.0' in metrics
 
 
+def test_rows_that_come_within_the_window_are_encoded_before_it_closes(
+    store_url: str, warehouse: str, server_factory: Factory
+) -> None:
+    with open_store(store_url, warehouse=warehouse) as s:
+        create_table(s, "e")
+    window_ms = 1500
+    cfg = base_config(store_url, warehouse, {"default.e": {}}, commit={"max_delay_ms": window_ms})
+    srv = server_factory(cfg)
+    per, n = 3000, 3  # 9,000 rows: past the early mark (4,096) while the window is open
+
+    async def run_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=srv.url, timeout=60) as http:
+            ids = [list(range(i * per, (i + 1) * per)) for i in range(n)]
+            return await asyncio.gather(
+                *(http.post("/v1/tables/default.e", content=jsonl(x), headers=NDJSON) for x in ids)
+            )
+
+    t0 = time.monotonic()
+    results = asyncio.run(run_all())
+    assert all(r.status_code == 200 for r in results)
+    assert len({tuple(r.json()["write_ids"]) for r in results}) == 1  # still one txn
+    assert time.monotonic() - t0 >= window_ms / 1000 * 0.8  # answered after the window
+    metrics = httpx.get(f"{srv.url}/metrics").text
+    assert 'acidstream_http_early_encoded_rows_total{table="default.e"} 9000.0' in metrics
+    assert read_ids(store_url, warehouse, "e") == list(range(per * n))
+
+
 def test_commit_queue_full_is_429_with_retry_after(tmp_path: Path, server_factory: Factory) -> None:
     store_url, warehouse = f"sqlite:///{tmp_path}/m.db", str(tmp_path / "wh")
     with open_store(store_url, warehouse=warehouse) as s:
