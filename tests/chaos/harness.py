@@ -493,6 +493,17 @@ def scenario_connection_kill(
     return f"{'killed' if killed else 'not reached'} at {step}#{at}; {events} events", table
 
 
+def _wait_stopped(p: subprocess.Popen[str], label: str) -> None:
+    """Block until the child has stopped itself (``waitpid`` with ``WUNTRACED``: the
+    kernel's stop notification, not a poll). A child that exits instead is reaped here,
+    so its status is handed to ``p``."""
+    _pid, status = os.waitpid(p.pid, os.WUNTRACED)
+    if os.WIFSTOPPED(status):
+        return
+    p.returncode = os.waitstatus_to_exitcode(status)
+    raise InvariantViolation(f"{label}: the writer exited {p.returncode} instead of stopping")
+
+
 def scenario_connection_stop(store_url: str, warehouse: str, seed: int) -> Result:
     """SIGSTOP a writer past the txn timeout (its txns are reaped and repair runs), SIGCONT:
     the zombie must not commit and must fail with a typed error."""
@@ -526,6 +537,9 @@ def scenario_connection_stop(store_url: str, warehouse: str, seed: int) -> Resul
             obs.snap()
             _finish(store_url, table, spec, label, obs)
             return f"not reached at {step}#{at}; {events} events", table
+        # "paused" is printed just before the child stops itself: wait for the stop
+        # (an event), or a SIGCONT sent in between is lost and the child stays stopped.
+        _wait_stopped(p, label)
         # The writer is frozen: its heartbeats stop. Past the timeout the housekeeper
         # aborts its txns; the operator's repair runs while the zombie still exists.
         before = snapshot_ids(store, table)
