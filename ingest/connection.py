@@ -537,7 +537,7 @@ class StreamingConnection:
                 # Unbucketed: the rows go to bucket 0 as they are, no per-row work.
                 buf = self._rows.setdefault((part, 0), [])
                 before = len(buf)
-                buf.extend(r if isinstance(r, tuple) else tuple(r) for r in rows)
+                buf.extend(map(tuple, rows))  # C loop; a tuple is taken as it is
                 n = len(buf) - before
             else:
                 n = 0
