@@ -64,14 +64,23 @@ def test_concurrent_clients_on_several_tables_every_acked_record_once(
     assert open_txns(store_url, warehouse) == []
 
 
+def _windowed_server(
+    store_url: str, warehouse: str, server_factory: Factory, table: str, window_ms: float
+) -> ServerProcess:
+    """A server for a new table ``default.<table>`` whose groups wait ``window_ms``."""
+    with open_store(store_url, warehouse=warehouse) as s:
+        create_table(s, table)
+    commit = {"max_delay_ms": window_ms}
+    return server_factory(
+        base_config(store_url, warehouse, {f"default.{table}": {}}, commit=commit)
+    )
+
+
 def test_requests_within_the_window_share_one_txn(
     store_url: str, warehouse: str, server_factory: Factory
 ) -> None:
-    with open_store(store_url, warehouse=warehouse) as s:
-        create_table(s, "g")
     window_ms = 1500
-    cfg = base_config(store_url, warehouse, {"default.g": {}}, commit={"max_delay_ms": window_ms})
-    srv = server_factory(cfg)
+    srv = _windowed_server(store_url, warehouse, server_factory, "g", window_ms)
 
     async def run_all() -> list[tuple[httpx.Response, float]]:
         async with httpx.AsyncClient(base_url=srv.url, timeout=60) as http:
@@ -96,11 +105,8 @@ def test_requests_within_the_window_share_one_txn(
 def test_rows_that_come_within_the_window_are_encoded_before_it_closes(
     store_url: str, warehouse: str, server_factory: Factory
 ) -> None:
-    with open_store(store_url, warehouse=warehouse) as s:
-        create_table(s, "e")
     window_ms = 1500
-    cfg = base_config(store_url, warehouse, {"default.e": {}}, commit={"max_delay_ms": window_ms})
-    srv = server_factory(cfg)
+    srv = _windowed_server(store_url, warehouse, server_factory, "e", window_ms)
     per, n = 3000, 3  # 9,000 rows: past the early mark (4,096) while the window is open
 
     async def run_all() -> list[httpx.Response]:
