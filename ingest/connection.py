@@ -529,24 +529,23 @@ class StreamingConnection:
     def write_rows(
         self, rows: Iterable[Sequence[Any]], *, partition: Sequence[str | None] = ()
     ) -> int:
-        """Write already-typed rows (tuples in table column order) into the open txn."""
+        """Write already-typed rows (tuples in table column order) into the open txn.
+
+        All or nothing: a row that is not a sequence of the table's column count raises
+        ``SerializationError`` and no row of the call is buffered.
+        """
         with self._lock:
             self._check_open()
             part = self._partition(self._static if self._static is not None else partition)
+            new = _row_tuples(rows, len(self.schema.columns))
             if not self._place.is_bucketed:
                 # Unbucketed: the rows go to bucket 0 as they are, no per-row work.
-                buf = self._rows.setdefault((part, 0), [])
-                before = len(buf)
-                buf.extend(map(tuple, rows))  # C loop; a tuple is taken as it is
-                n = len(buf) - before
+                self._rows.setdefault((part, 0), []).extend(new)
             else:
-                n = 0
-                for row in rows:
-                    key = (part, self._place.bucket_of(row))
-                    self._rows.setdefault(key, []).append(tuple(row))
-                    n += 1
-            self._stats.add("records_written", n)
-            return n
+                for row in new:
+                    self._rows.setdefault((part, self._place.bucket_of(row)), []).append(row)
+            self._stats.add("records_written", len(new))
+            return len(new)
 
     def write_arrow(
         self, data: pa.Table | pa.RecordBatch, *, partition: Sequence[str | None] = ()
@@ -829,6 +828,19 @@ def _sync_data(files: Sequence[AcidFileWriter]) -> None:
     waits for it before recording the footers and committing)."""
     for w in files:
         w.sync_data()
+
+
+def _row_tuples(rows: Iterable[Sequence[Any]], width: int) -> list[tuple[Any, ...]]:
+    """``rows`` as tuples (C loops; a tuple is taken as it is), each checked to have
+    ``width`` values; ``SerializationError`` names the first row that does not."""
+    try:
+        new = list(map(tuple, rows))
+    except TypeError as e:
+        raise SerializationError(f"a row is not a sequence of column values: {e}") from e
+    if new and set(map(len, new)) != {width}:
+        i = next(i for i, r in enumerate(new) if len(r) != width)
+        raise SerializationError(f"row {i} has {len(new[i])} values, the table has {width} columns")
+    return new
 
 
 def _partition_values(p: str | Sequence[str], keys: Sequence[str]) -> list[str | None]:

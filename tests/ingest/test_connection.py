@@ -366,6 +366,22 @@ def test_write_arrow_and_write_rows_give_the_same_table(
     assert got == [{"id": 1, "msg": "abc"}, {"id": 2, "msg": "x"}, {"id": 3, "msg": "efg"}]
 
 
+@pytest.mark.parametrize("bad", [5, (9,), (9, "x", "extra")], ids=["not-a-row", "short", "long"])
+@pytest.mark.parametrize("buckets", [None, ("id", 2)], ids=["unbucketed", "bucketed"])
+def test_write_rows_with_a_bad_row_buffers_nothing_of_the_call(
+    store: TxnStore, make_table: MakeTable, bad: Any, buckets: tuple[str, int] | None
+) -> None:
+    t = make_table("t", "id int, msg string", buckets=buckets)
+    with _conn(store, txns_per_batch=1) as c:
+        c.begin_transaction()
+        c.write_rows([(1, "a")])
+        with pytest.raises(SerializationError, match=r"row|sequence"):
+            c.write_rows([(2, "b"), bad, (3, "c")])
+        assert c.stats().records_written == 1
+        c.commit_transaction()  # the txn goes on: only the earlier call's row is in it
+    assert snapshot_read(store, t).to_pylist() == [{"id": 1, "msg": "a"}]
+
+
 def test_object_store_without_hflush_gets_one_txn_per_file(store: TxnStore) -> None:
     """fsspec's memory filesystem, like an object store, only shows a file once it is closed."""
     import uuid
