@@ -493,14 +493,25 @@ def scenario_connection_kill(
     return f"{'killed' if killed else 'not reached'} at {step}#{at}; {events} events", table
 
 
-def _wait_stopped(p: subprocess.Popen[str], label: str) -> None:
-    """Block until the child has stopped itself (``waitpid`` with ``WUNTRACED``: the
-    kernel's stop notification, not a poll). A child that exits instead is reaped here,
-    so its status is handed to ``p``."""
-    _pid, status = os.waitpid(p.pid, os.WUNTRACED)
-    if os.WIFSTOPPED(status):
+def _wait_stopped(p: subprocess.Popen[str], label: str, *, timeout_s: float = 120.0) -> None:
+    """Block until the child has stopped itself: ``waitpid`` with ``WUNTRACED`` (the
+    kernel's stop notification, not a poll), on a helper thread so that it is bounded. A
+    child that exits instead, or is still running after ``timeout_s`` (it is then
+    killed), is reaped here, its status handed to ``p``, and the scenario fails."""
+    status: list[int] = []
+    waiter = threading.Thread(
+        target=lambda: status.append(os.waitpid(p.pid, os.WUNTRACED)[1]), daemon=True
+    )
+    waiter.start()
+    waiter.join(timeout_s)
+    if waiter.is_alive():
+        p.kill()  # waitpid returns with the kill
+        waiter.join()
+        p.returncode = os.waitstatus_to_exitcode(status[0])
+        raise InvariantViolation(f"{label}: the writer did not stop within {timeout_s:g}s")
+    if os.WIFSTOPPED(status[0]):
         return
-    p.returncode = os.waitstatus_to_exitcode(status)
+    p.returncode = os.waitstatus_to_exitcode(status[0])
     raise InvariantViolation(f"{label}: the writer exited {p.returncode} instead of stopping")
 
 
