@@ -540,7 +540,9 @@ class StreamingConnection:
             new = _row_tuples(rows, len(self.schema.columns))
             if not self._place.is_bucketed:
                 # Unbucketed: the rows go to bucket 0 as they are, no per-row work.
-                self._rows.setdefault((part, 0), []).extend(new)
+                buf = self._rows.setdefault((part, 0), new)
+                if buf is not new:
+                    buf.extend(new)
             else:
                 for row in new:
                     self._rows.setdefault((part, self._place.bucket_of(row)), []).append(row)
@@ -837,8 +839,9 @@ def _row_tuples(rows: Iterable[Sequence[Any]], width: int) -> list[tuple[Any, ..
         new = list(map(tuple, rows))
     except TypeError as e:
         raise SerializationError(f"a row is not a sequence of column values: {e}") from e
-    if new and set(map(len, new)) != {width}:
-        i = next(i for i, r in enumerate(new) if len(r) != width)
+    lengths = list(map(len, new))
+    if lengths.count(width) != len(new):
+        i = next(i for i, k in enumerate(lengths) if k != width)
         raise SerializationError(f"row {i} has {len(new[i])} values, the table has {width} columns")
     return new
 
