@@ -378,12 +378,8 @@ class AcidFileWriter:
         return pa.StructArray.from_arrays(arrays, fields=fields)
 
     def _rows_to_struct(self, rows: Iterable[Sequence[Any]]) -> pa.StructArray:
-        rows = rows if isinstance(rows, list) else list(rows)
-        try:
-            # One C++ pass over the Python tuples: several times faster than transposing.
-            arr = pa.array(rows, type=self._row_type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
-            raise SerializationError(f"row values do not fit the table's types: {e}") from e
+        # One C++ pass over the Python tuples: several times faster than transposing.
+        arr = self.schema.rows_to_arrow(rows if isinstance(rows, list) else list(rows))
         if not any(h.kind in ("char", "varchar") for _, h in self.schema.columns):
             return arr
         return self._columns_to_struct(list(arr.flatten()))

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
-from acid.errors import ConfigError
+from acid.errors import ConfigError, SerializationError
 from acid.timestamps import DEFAULT_TIMESTAMP_UNIT, TimestampUnit
 
 __all__ = [
@@ -276,6 +277,19 @@ class TableSchema:
 
     def to_spec(self) -> str:
         return ", ".join(f"{n} {t}" for n, t in self.columns)
+
+    def rows_to_arrow(self, rows: Sequence[Sequence[Any]]) -> pa.StructArray:
+        """Row tuples (values in column order) as one struct array of the table's Arrow
+        row type, in one C++ pass: the one conversion of Python rows, at
+        ``StreamingConnection.write_rows`` and in ``AcidFileWriter.insert``.
+
+        Raises ``SerializationError`` when a value does not fit its column; then nothing
+        is converted.
+        """
+        try:
+            return pa.array(rows, type=pa.struct(self.arrow_schema()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
+            raise SerializationError(f"row values do not fit the table's types: {e}") from e
 
 
 def with_null_struct_children(arr: pa.Array) -> pa.Array:

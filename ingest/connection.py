@@ -531,23 +531,22 @@ class StreamingConnection:
     ) -> int:
         """Write already-typed rows (tuples in table column order) into the open txn.
 
-        All or nothing: a row that is not a sequence of the table's column count raises
-        ``SerializationError`` and no row of the call is buffered.
+        The rows are converted to the table's Arrow types here, in one pass, so the
+        call is all or nothing: a row that is not a sequence of the table's column count,
+        or a value that does not fit its column, raises ``SerializationError`` and no row
+        of the call is buffered; nothing of it can fail at commit. The buffered rows count
+        towards ``memory_limit_bytes``.
         """
         with self._lock:
             self._check_open()
-            part = self._partition(self._static if self._static is not None else partition)
             new = _row_tuples(rows, len(self.schema.columns))
-            if not self._place.is_bucketed:
-                # Unbucketed: the rows go to bucket 0 as they are, no per-row work.
-                buf = self._rows.setdefault((part, 0), new)
-                if buf is not new:
-                    buf.extend(new)
-            else:
-                for row in new:
-                    self._rows.setdefault((part, self._place.bucket_of(row)), []).append(row)
-            self._stats.add("records_written", len(new))
-            return len(new)
+            table = pa.Table.from_struct_array(self.schema.rows_to_arrow(new))
+            part = self._partition(self._static if self._static is not None else partition)
+            self._buffer_arrow(part, table)
+            self._stats.add("records_written", table.num_rows)
+            self._stats.add("records_size", table.nbytes)
+            self._maybe_auto_flush()
+            return int(table.num_rows)
 
     def write_arrow(
         self, data: pa.Table | pa.RecordBatch, *, partition: Sequence[str | None] = ()

@@ -366,7 +366,11 @@ def test_write_arrow_and_write_rows_give_the_same_table(
     assert got == [{"id": 1, "msg": "abc"}, {"id": 2, "msg": "x"}, {"id": 3, "msg": "efg"}]
 
 
-@pytest.mark.parametrize("bad", [5, (9,), (9, "x", "extra")], ids=["not-a-row", "short", "long"])
+@pytest.mark.parametrize(
+    "bad",
+    [5, (9,), (9, "x", "extra"), ("nine", "x"), (2**40, "x"), (9, 5)],
+    ids=["not-a-row", "short", "long", "text-for-int", "int-overflow", "int-for-string"],
+)
 @pytest.mark.parametrize("buckets", [None, ("id", 2)], ids=["unbucketed", "bucketed"])
 def test_write_rows_with_a_bad_row_buffers_nothing_of_the_call(
     store: TxnStore, make_table: MakeTable, bad: Any, buckets: tuple[str, int] | None
@@ -380,6 +384,18 @@ def test_write_rows_with_a_bad_row_buffers_nothing_of_the_call(
         assert c.stats().records_written == 1
         c.commit_transaction()  # the txn goes on: only the earlier call's row is in it
     assert snapshot_read(store, t).to_pylist() == [{"id": 1, "msg": "a"}]
+
+
+def test_write_rows_counts_towards_the_memory_limit(store: TxnStore, make_table: MakeTable) -> None:
+    t = make_table("t", "id int, msg string")
+    with _conn(store, txns_per_batch=2, memory_limit_bytes=500) as c:
+        c.begin_transaction()
+        for i in range(10):
+            c.write_rows([(i * 10 + k, "x" * 20) for k in range(10)])
+        assert c.stats().auto_flushes >= 1
+        assert snapshot_read(store, t).num_rows == 0  # flushed, not committed
+        c.commit_transaction()
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == list(range(100))
 
 
 def test_object_store_without_hflush_gets_one_txn_per_file(store: TxnStore) -> None:
