@@ -35,7 +35,7 @@ from acid.bucket_hash import bucket_number
 from acid.errors import ConfigError, SerializationError
 from acid.hive_text import hive_text
 from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
-from acid.partition_name import make_partition_name
+from acid.partition_name import make_partition_name, parse_partition_name
 from acid.row_keys import RowIdSequence
 from acid.schema import HiveType, TableSchema
 from acid.storage import Storage
@@ -164,8 +164,16 @@ class Placement:
         return self.table.skewed
 
     def note_partition(self, part: str, skewed: SkewedInfo | None) -> None:
-        """Record the list bucketing a partition was created with (``store.add_partition``)."""
+        """Record the list bucketing a partition was created with (``store.add_partition``).
+
+        A partition value equal to the default list-bucketing directory's name is refused
+        (``SerializationError``) once the partition turns out to be list-bucketed, as
+        :meth:`partition_dir` refuses it when the layout already knew so."""
         skew = skewed if skewed is not None and skewed.is_list_bucketed else None
+        if skew is not None and any(v == DEFAULT_DIR_NAME for _, v in parse_partition_name(part)):
+            raise SerializationError(
+                f"partition value {DEFAULT_DIR_NAME} is reserved in a list-bucketed table"
+            )
         self._skews[part] = skew
         self._matchers.pop(part, None)
 

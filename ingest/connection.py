@@ -48,7 +48,7 @@ from ingest.record_writers import BoundRecordWriter, RecordWriter
 from ingest.stats import ConnectionStats, StatsCounter
 from recovery.housekeeper import Housekeeper
 from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
-from txn.catalog import PartitionInfo, TableDef
+from txn.catalog import TableDef
 from txn.config import StoreConfig
 from txn.heartbeat import Heartbeater
 from txn.namespaces import resolve_write
@@ -233,13 +233,11 @@ class StreamingConnection:
         self._stats.add("metastore_calls")
 
     def _layout(self) -> TableLayout:
-        """The table's placement, with each existing partition's own list bucketing
-        (a partition keeps the layout it was created with)."""
-        parts: list[PartitionInfo] = []
-        if self.table.is_partitioned:
-            parts = self._store.list_partitions(self.db, self.table_name)
-            self._count_call()
-        return TableLayout.of(self.table, partitions=parts)
+        """The table's placement. Partitions are not listed (opening costs the same for a
+        table of 30,000 partitions as for one): a partition keeps the list bucketing it
+        was created with, which :meth:`_partition` learns from the catalog the first time
+        the connection writes to it, before any row is placed there."""
+        return TableLayout.of(self.table)
 
     @property
     def layout(self) -> TableLayout:

@@ -164,6 +164,16 @@ def test_partition_keeps_its_own_skew_when_the_table_is_no_longer_skewed(tmp_pat
     assert not place.is_list_bucketed("p=2")
 
 
+def test_a_list_bucketed_partition_named_like_the_default_dir_is_refused_when_noted(
+    tmp_path: Path,
+) -> None:
+    place = Placement(layout(tmp_path, "x int", None))
+    name = place.partition_dir([DEFAULT_DIR_NAME])  # the table is not list-bucketed: allowed
+    place.note_partition(name, None)  # nor is this partition
+    with pytest.raises(SerializationError, match=DEFAULT_DIR_NAME):
+        place.note_partition(name, skew(("x",), ("7",)))  # but this one is
+
+
 def test_skew_not_stored_as_directories_places_nothing_in_directories(tmp_path: Path) -> None:
     declared = SkewedInfo(col_names=("x",), col_values=(("6",),), stored_as_dirs=False)
     lay = TableLayout.of(_Table(str(tmp_path), declared), partitions=[_Part("p=1", declared)])

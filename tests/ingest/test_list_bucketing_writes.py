@@ -161,6 +161,30 @@ def test_partition_created_before_the_skew_keeps_plain_layout(store: TxnStore) -
     assert snapshot_read(store, t).num_rows == 8
 
 
+def test_connection_learns_each_partitions_layout_without_listing_the_partitions(
+    store: TxnStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a connection costs the same for 30,000 partitions as for one: it never
+    lists them, yet rows still follow the layout each partition was created with."""
+    t = make_lb_table(store, skewed=None)
+    store.add_partition("default", "t", ["old"])  # created plain
+    store.set_skewed("default", "t", SKEW)
+
+    def no_listing(*_: object) -> None:
+        raise AssertionError("the connection listed the table's partitions")
+
+    monkeypatch.setattr(store, "list_partitions", no_listing)
+    with StreamingConnection("t", record_writer=StrictJsonWriter(), store=store) as c:
+        c.begin_transaction()
+        c.write_block([rec(6, "a", "old"), rec(6, "b", "new")])
+        c.commit_transaction()
+    root = Path(str(t.location))
+    assert sorted(files_under(root / "p=old")) == ["delta_0000001_0000001/bucket_00000"]
+    assert sorted(files_under(root / "p=new")) == ["delta_0000001_0000001/x=6/bucket_00000"]
+    monkeypatch.undo()
+    assert snapshot_read(store, t).num_rows == 2
+
+
 def test_default_dir_name_as_partition_value_goes_to_the_dead_letters(
     store: TxnStore, tmp_path: Path
 ) -> None:
