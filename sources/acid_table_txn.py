@@ -14,7 +14,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from acid.errors import AcidStreamError, ConfigError
+from acid.errors import AcidStreamError, ConfigError, TransactionError, TxnAbortedError
 from acid.snapshot import ValidTxnList
 
 __all__ = ["LEASE_AGENT", "AcidReadTxn", "reader_user"]
@@ -65,6 +65,8 @@ class AcidReadTxn:
         self._store: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Set (by a heartbeat) once the metastore no longer has the txn open.
+        self._lost: TransactionError | None = None
 
     def __enter__(self) -> AcidReadTxn:
         self._store = self.config.open()
@@ -90,18 +92,45 @@ class AcidReadTxn:
         store = open_store(self.config.metastore_url, warehouse=self.config.warehouse)
         try:
             while not self._stop.wait(self.heartbeat_s):
-                assert self.txn_id is not None
                 try:
-                    store.heartbeat_txn_range(self.txn_id, self.txn_id)
+                    self._beat_once(store)
+                except TransactionError:
+                    return  # lost: nothing left to keep alive (options() and close() say so)
                 except AcidStreamError as e:  # the next beat may succeed
                     log.warning("heartbeat of read txn %s failed: %s", self.txn_id, e)
         finally:
             store.close()
 
+    def _beat_once(self, store: Any) -> None:
+        """Heartbeat the txn; ``TransactionError`` (remembered) once it is no longer open."""
+        assert self.txn_id is not None
+        if (
+            self._lost is None
+            and self.txn_id in store.heartbeat_txn_range(self.txn_id, self.txn_id).lost
+        ):
+            self._lost = TransactionError(
+                f"read txn {self.txn_id} was aborted (a heartbeat came later than the txn "
+                "timeout?): the Cleaner may have removed files of its snapshot; read again "
+                "under a new AcidReadTxn"
+            )
+            log.error("%s", self._lost)
+        if self._lost is not None:
+            raise self._lost
+
+    def check(self) -> None:
+        """Heartbeat now and raise ``TransactionError`` if the txn is no longer open (its
+        snapshot's files are then no longer protected): for a caller about to read again
+        after a long pause."""
+        if self._store is None or self.txn_id is None:
+            raise ConfigError("AcidReadTxn.check() outside its with block")
+        self._beat_once(self._store)
+
     def options(self) -> dict[str, str]:
         """The ``acidtable`` options that read under this txn and snapshot."""
         if self.txn_id is None or self.txns is None:
             raise ConfigError("AcidReadTxn.options() outside its with block")
+        if self._lost is not None:
+            raise self._lost
         return {
             "readTxnId": str(self.txn_id),
             "validTxns": self.txns.to_string(),
@@ -115,16 +144,30 @@ class AcidReadTxn:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        try:
+            self.close()
+        except TransactionError as e:
+            if exc is None:
+                raise
+            log.error("%s", e)  # the block's own error is the one to see
 
     def close(self) -> None:
-        """Commit the txn (the reads are done) and stop heartbeating; idempotent."""
+        """Commit the txn (the reads are done) and stop heartbeating; idempotent. Raises
+        ``TransactionError`` if the txn was aborted meanwhile (reads made under it may
+        have missed files the Cleaner removed)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         try:
             if self._store is not None and self.txn_id is not None:
-                self._store.commit_txn(self.txn_id)
+                if self._lost is None:
+                    try:
+                        self._store.commit_txn(self.txn_id)
+                    except TxnAbortedError:
+                        self._beat_once(self._store)  # raises the explanation
+                        raise
+                if self._lost is not None:
+                    raise self._lost
         finally:
             if self._store is not None:
                 self._store.close()
