@@ -126,6 +126,15 @@ class TableLayout:
         return self.num_buckets > 0 and bool(self.bucket_cols)
 
 
+def _refuse_default_dir_value(values: Sequence[str | None], skew: SkewedInfo | None) -> None:
+    """Hive refuses a partition value named like the default list-bucketing directory in a
+    list-bucketed partition: its directory would read as that one."""
+    if skew is not None and DEFAULT_DIR_NAME in values:
+        raise SerializationError(
+            f"partition value {DEFAULT_DIR_NAME} is reserved in a list-bucketed table"
+        )
+
+
 class Placement:
     """Places the rows of one table: partition directory, bucket, file and writer.
 
@@ -149,7 +158,6 @@ class Placement:
         self._names: dict[tuple[str | None, ...], str] = {}
         self._skews: dict[str, SkewedInfo | None] = dict(table.partition_skews)
         self._matchers: dict[str, _LbMatcher | None] = {}
-        self._row_type: pa.StructType | None = None
 
     @property
     def is_bucketed(self) -> bool:
@@ -170,10 +178,7 @@ class Placement:
         (``SerializationError``) once the partition turns out to be list-bucketed, as
         :meth:`partition_dir` refuses it when the layout already knew so."""
         skew = skewed if skewed is not None and skewed.is_list_bucketed else None
-        if skew is not None and any(v == DEFAULT_DIR_NAME for _, v in parse_partition_name(part)):
-            raise SerializationError(
-                f"partition value {DEFAULT_DIR_NAME} is reserved in a list-bucketed table"
-            )
+        _refuse_default_dir_value([v for _, v in parse_partition_name(part)], skew)
         self._skews[part] = skew
         self._matchers.pop(part, None)
 
@@ -218,15 +223,9 @@ class Placement:
         return sorted(out, key=lambda g: g[0])
 
     def rows_to_table(self, rows: Sequence[Sequence[Any]]) -> pa.Table:
-        """Row tuples (table column order) as an Arrow table, for :meth:`lb_groups`.
-        Values that do not fit the table's types raise ``SerializationError``."""
-        if self._row_type is None:
-            self._row_type = pa.struct([pa.field(n, t.to_arrow()) for n, t in self.schema.columns])
-        try:
-            arr = pa.array(rows, type=self._row_type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
-            raise SerializationError(f"row values do not fit the table's types: {e}") from e
-        return pa.Table.from_struct_array(arr)
+        """Row tuples (table column order) as an Arrow table of the table's types
+        (``TableSchema.rows_to_arrow``). Values that do not fit raise ``SerializationError``."""
+        return pa.Table.from_struct_array(self.schema.rows_to_arrow(rows))
 
     # ------------------------------------------------------------------ rows
     def partition_dir(self, values: Sequence[str | None]) -> str:
@@ -247,11 +246,7 @@ class Placement:
                     f"record gives {len(key)} partition values, the table has {len(keys)}"
                 )
             name = make_partition_name(keys, [None if v == "" else v for v in key])
-            if DEFAULT_DIR_NAME in key and self.skew_of(name) is not None:
-                # Hive refuses it: the directory would read as the default list-bucketing one.
-                raise SerializationError(
-                    f"partition value {DEFAULT_DIR_NAME} is reserved in a list-bucketed table"
-                )
+            _refuse_default_dir_value(key, self.skew_of(name))
             self._names[key] = name
         return name
 

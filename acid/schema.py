@@ -280,8 +280,8 @@ class TableSchema:
 
     def rows_to_arrow(self, rows: Sequence[Sequence[Any]]) -> pa.StructArray:
         """Row tuples (values in column order) as one struct array of the table's Arrow
-        row type, in one C++ pass: the one conversion of Python rows, at
-        ``StreamingConnection.write_rows`` and in ``AcidFileWriter.insert``.
+        row type, in one C++ pass: the one conversion of Python rows (``write_rows`` through
+        ``Placement.rows_to_table``, and ``AcidFileWriter.insert``).
 
         Raises ``SerializationError`` when a value does not fit its column; then nothing
         is converted.

@@ -18,11 +18,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from txn.store import TxnStore
 
 TARGET = 3.0
 
 
-def _open_seconds(store: object, table: str, repeat: int) -> float:
+def _open_seconds(store: TxnStore, table: str, repeat: int) -> float:
     from ingest.connection import StreamingConnection, StreamingOptions
     from ingest.record_writers import StrictJsonWriter
 
@@ -32,7 +36,7 @@ def _open_seconds(store: object, table: str, repeat: int) -> float:
         conn = StreamingConnection(
             table,
             record_writer=StrictJsonWriter(),
-            store=store,  # type: ignore[arg-type]
+            store=store,
             static_partition=["d00000"],
             options=StreamingOptions(txns_per_batch=1, housekeeping_interval_s=None),
         )

@@ -538,7 +538,7 @@ class StreamingConnection:
         with self._lock:
             self._check_open()
             new = _row_tuples(rows, len(self.schema.columns))
-            table = pa.Table.from_struct_array(self.schema.rows_to_arrow(new))
+            table = self._place.rows_to_table(new)
             part = self._partition(self._static if self._static is not None else partition)
             self._buffer_arrow(part, table)
             self._stats.add("records_written", table.num_rows)

@@ -160,14 +160,13 @@ class AcidReadTxn:
             self._thread.join()
         try:
             if self._store is not None and self.txn_id is not None:
-                if self._lost is None:
-                    try:
-                        self._store.commit_txn(self.txn_id)
-                    except TxnAbortedError:
-                        self._beat_once(self._store)  # raises the explanation
-                        raise
                 if self._lost is not None:
                     raise self._lost
+                try:
+                    self._store.commit_txn(self.txn_id)
+                except TxnAbortedError:
+                    self._beat_once(self._store)  # raises the explanation
+                    raise
         finally:
             if self._store is not None:
                 self._store.close()

@@ -111,6 +111,33 @@ def test_injected_failure_at_any_point_keeps_every_committed_txn(
     assert len(snapshot_read(store, t0)) == 10 * ROWS
 
 
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EIO])
+def test_a_failing_disk_during_a_write_rows_auto_flush_aborts_only_that_txn(
+    store: TxnStore, tmp_path: Path, plan: FaultPlan, err: int
+) -> None:
+    """``write_rows`` counts towards the memory limit, so a storage failure can come at the
+    call (its auto-flush), not only at commit: typed, the txn aborted, nothing else lost."""
+    t = _table(store, "a", f"faulty://{tmp_path}/a")
+    opts = StreamingOptions(txns_per_batch=BATCH, memory_limit_bytes=20_000)
+    with StreamingConnection("a", record_writer=StrictJsonWriter(), store=store, options=opts) as c:
+        c.begin_transaction()
+        c.write_rows(_rows(0))
+        c.commit_transaction()
+        assert c.stats().auto_flushes >= 1
+        c.begin_transaction()
+        plan.arm("write", 1, err)  # the next write of a file fails
+        with pytest.raises(StorageError, match="committed data is intact") as failed:
+            c.write_rows(_rows(1))  # 700 rows, ~75 kB: over the limit, flushed at once
+        plan.disarm()
+        assert failed.value.errno == err
+        assert c.state is TxnState.ABORTED
+    got = sorted(snapshot_read(store, t).column("id").to_pylist())
+    assert got == [r[0] for r in _rows(0)]
+    more, failure = _stream_until_failure(store, "a", 2)  # the disk is back
+    assert failure is None
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == sorted(got + more)
+
+
 @pytest.fixture
 def tiny_disk(tmpfs: Tmpfs) -> Path:
     """A real 1 MiB tmpfs (root only; skipped with the reason otherwise)."""
