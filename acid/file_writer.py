@@ -41,7 +41,7 @@ from acid.errors import AcidFormatError, ConfigError, SerializationError
 from acid.orc_capture import PieceCapture, TailCapture
 from acid.orc_options import OrcWriterOptions
 from acid.orc_stitch import StripeStitcher
-from acid.orc_tail import parse_tail, rewrite_tail
+from acid.orc_tail import parse_tail, rewrite_tail, tail_bytes
 from acid.orc_types import event_type_messages
 from acid.row_keys import KeyColumns, RowIdSequence, Segment, int_column
 from acid.schema import HiveType, TableSchema, with_null_struct_children
@@ -76,6 +76,7 @@ KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION_KEY = "hive.acid.version"
 _UTC = ZoneInfo("UTC")
+_ORC_HEADER = b"ORC"
 _EVENT_NAMES = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
 _EVENT_TYPES = (pa.int32(), pa.int64(), pa.int32(), pa.int64(), pa.int64())
 
@@ -164,7 +165,8 @@ class AcidFileWriter:
         # batch needs the exact path): each run of rows written by one encoder is a
         # "piece"; a flush ends the current one.
         self._stitch: StripeStitcher | None = None
-        self._piece: PieceCapture | None = None
+        self._piece: PieceCapture | None = None  # the sink of the current exact piece
+        self._native: pa.BufferOutputStream | None = None  # ... of the current arrow piece
         self._exact: Any = None  # the pyorc writer of the current exact piece
         self._tail_end = 0  # stitched file length after its last tail
         if engine == "pyorc":
@@ -421,12 +423,29 @@ class AcidFileWriter:
         if self._stitch is not None:
             if self._exact is not None:
                 self._end_piece()
-            if self._arrow is None:
-                # A new piece: its stripes stream to the file as pyarrow cuts them.
-                self._piece = PieceCapture(self._raw, first=self._stitch.position == 0)
-                self._arrow = pa_orc.ORCWriter(self._piece, **self.options.arrow_kwargs())
+            self._write_arrow_piece(table)
+            return
         writer: Any = self._arrow
         writer.write(table)
+
+    def _write_arrow_piece(self, table: pa.Table) -> None:
+        """Stitched file: ``table`` into the current arrow piece, which pyarrow encodes
+        into native memory. A Python file would take each of pyarrow's writes back
+        into the interpreter (the GIL, dozens of times per piece, each a wait while a
+        parsing thread holds it); the piece reaches the file in one write when it ends.
+        A piece ends once it holds a stripe, so memory stays at about two stripes."""
+        stripe = self.options.stripe_size
+        step = max(len(table), 1)
+        if len(table) > 1 and table.nbytes > stripe:
+            step = max(1, len(table) * stripe // table.nbytes)
+        for start in range(0, max(len(table), 1), step):
+            if self._arrow is None:
+                self._native = pa.BufferOutputStream()
+                self._arrow = pa_orc.ORCWriter(self._native, **self.options.arrow_kwargs())
+            self._arrow.write(table.slice(start, step))
+            assert self._native is not None
+            if self._native.tell() >= stripe:
+                self._end_piece()
 
     def _needs_exact(self, rows: pa.Array) -> bool:
         """Whether pyarrow would write some timestamp of ``rows`` wrongly: before 1970
@@ -505,6 +524,9 @@ class AcidFileWriter:
     def _end_piece(self) -> None:
         """Close the current piece's encoder and register its stripes (no tail yet)."""
         assert self._stitch is not None
+        if self._native is not None:
+            self._end_arrow_piece(self._native)
+            return
         writer = self._arrow if self._arrow is not None else self._exact
         piece = self._piece
         if writer is None or piece is None:
@@ -519,6 +541,25 @@ class AcidFileWriter:
         self._raw.write(memoryview(held)[: len(held) - tail.tail_length])  # no copy
         body = piece.passed + len(held) - tail.tail_length
         # The stitcher's position has not moved since the piece began.
+        self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
+
+    def _end_arrow_piece(self, native: pa.BufferOutputStream) -> None:
+        """:meth:`_end_piece` of an arrow piece: its stripes (and, for the file's first
+        piece, the ``ORC`` header) go to the file; its own tail is dropped."""
+        assert self._stitch is not None
+        try:
+            if self._arrow is not None:
+                self._arrow.close()
+        finally:
+            self._arrow = self._native = None
+        data = memoryview(native.getvalue())
+        tail = parse_tail(tail_bytes(data))
+        header = len(_ORC_HEADER)
+        first = self._stitch.position == 0  # it has not moved since the piece began
+        self._raw.write(data[0 if first else header : len(data) - tail.tail_length])
+        # The commit's fdatasync comes soon: let the disk start on the stripes now.
+        self.storage.start_writeback(self._raw)
+        body = len(data) - header - tail.tail_length
         self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
 
     def delete(self, write_id: int, keys: Sequence[tuple[int, int, int]]) -> int:
@@ -723,7 +764,7 @@ class AcidFileWriter:
         except Exception as e:  # the rest is being thrown away; say why, do not mask the caller's
             log.debug("closing the encoder of %s: %s", self.path, e)
         finally:
-            self._arrow = self._piece = self._exact = None
+            self._arrow = self._piece = self._exact = self._native = None
             self._capture.held.clear()
 
     def abort(self) -> None:

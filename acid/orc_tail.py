@@ -34,6 +34,7 @@ __all__ = [
     "metadata_items",
     "parse_tail",
     "rewrite_tail",
+    "tail_bytes",
     "with_proleptic_calendar",
 ]
 
@@ -177,6 +178,19 @@ class OrcTail:
                         value = fv
                 out[name] = value
         return out
+
+
+def tail_bytes(buf: bytes | memoryview) -> bytes:
+    """The tail at the end of ``buf`` (any buffer that ends where a footer ends), as
+    bytes for :func:`parse_tail`: only the tail is copied, not the stripes before it."""
+    if len(buf) < 4:
+        raise AcidFormatError("too short to hold an ORC tail")
+    ps_len = buf[-1]
+    vals = {num: v for num, wt, v in decode_fields(bytes(buf[-1 - ps_len : -1])) if wt == VARINT}
+    tail_len = 1 + ps_len + int(vals.get(1, 0)) + int(vals.get(5, 0))
+    if tail_len > len(buf):
+        raise AcidFormatError("ORC tail is longer than the bytes given")
+    return bytes(buf[len(buf) - tail_len :])
 
 
 def parse_tail(buf: bytes) -> OrcTail:

@@ -9,7 +9,10 @@ make a partly written file visible (object stores) report
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -152,6 +155,19 @@ class Storage:
             if callable(hflush):
                 hflush()
 
+    def start_writeback(self, f: IO[bytes]) -> None:
+        """Hand a file's written bytes to the OS and start writing them to disk now, not
+        waiting for them (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``): the
+        :meth:`durable_flush` that follows has less left to wait for. Only a head
+        start, never durability; a no-op off local Linux files."""
+        if not self.is_local:
+            return
+        start = _sync_file_range()
+        if start is None:
+            return
+        f.flush()
+        start(f.fileno(), 0, 0, _SYNC_FILE_RANGE_WRITE)  # 0, 0: the whole file
+
     def truncate(self, path: str, length: int) -> None:
         """Cut a file back to ``length`` bytes, durably (local files; elsewhere the file is
         left as it is: readers honour its side file)."""
@@ -173,3 +189,20 @@ class Storage:
             os.rename(src, dst)
         else:
             self.fs.mv(src, dst)
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Linux), looked up on first use; ``None`` elsewhere.
+    Its result is not checked: a failed head start only leaves the work to the
+    ``fdatasync`` that follows."""
+    try:
+        fn = ctypes.CDLL(None).sync_file_range
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn

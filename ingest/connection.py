@@ -439,7 +439,7 @@ class StreamingConnection:
                 self._reject(records[i], e, position=positions[i] if positions else "")
             bad_bytes = sum(len(records[i]) for i, _ in rejected)
             if nbytes < 0:
-                nbytes = sum(map(len, records))
+                nbytes = enc.nbytes if enc.nbytes >= 0 else sum(map(len, records))
             self._stats.add("records_size", nbytes - bad_bytes)
             # Buffered record bytes, as write() counts them (Table.nbytes costs more here).
             self._buffered_bytes += nbytes - bad_bytes

@@ -45,7 +45,13 @@ class ParsedBlock:
 
 def parse_block(writer: BoundRecordWriter, records: Sequence[bytes]) -> ParsedBlock:
     """Parse ``records`` with ``writer`` (any thread)."""
-    return ParsedBlock(records, writer.encode_block(records), writer, sum(map(len, records)))
+    enc = writer.encode_block(records)
+    return ParsedBlock(records, enc, writer, enc.nbytes if enc.nbytes >= 0 else _nbytes(records))
+
+
+def _nbytes(records: Sequence[bytes]) -> int:
+    # One pass in C (a join) is about twice as fast as summing the lengths.
+    return len(b"".join(records))
 
 
 class AheadParser:

@@ -39,6 +39,7 @@ from ingest.record_convert import (
 __all__ = [
     "BYTE_GATED_KINDS",
     "assemble",
+    "binary_nbytes",
     "block_arrow_type",
     "block_read_size",
     "block_schema",
@@ -355,6 +356,8 @@ def assemble(
     partitions: Sequence[pa.Array],
     suspect: np.ndarray,
     encode: Callable[[bytes], Encoded],
+    *,
+    nbytes: int = -1,
 ) -> EncodedBlock:
     """Build the block: bulk-converted rows that are not suspect, ``encode`` for the rest.
 
@@ -410,6 +413,7 @@ def assemble(
         partitions=pa.Table.from_arrays(parts, names=pnames) if pnames else None,
         rejected=tuple(rejected),
         good_indices=pa.array(np.asarray(indices, dtype=np.int64), pa.int64()),
+        nbytes=nbytes,
     )
 
 
@@ -443,6 +447,20 @@ def joined_lines(records: Sequence[bytes], limit: int) -> tuple[bytes, np.ndarra
     return data, lengths
 
 
+def binary_nbytes(arr: pa.Array) -> int:
+    """The bytes of the values of a binary/string array (from its offsets)."""
+    if not len(arr):
+        return 0
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    offsets = np.frombuffer(
+        arr.buffers()[1],
+        np.int64 if large else np.int32,
+        len(arr) + 1,
+        arr.offset * (8 if large else 4),
+    )
+    return int(offsets[-1]) - int(offsets[0])
+
+
 def buffer_has(arr: pa.Array, needles: bytes) -> bool:
     """Whether any value of a binary/string array holds one of the bytes ``needles``."""
     buf = arr.buffers()[2]
@@ -468,10 +486,12 @@ def assemble_bound(
     columns: Sequence[pa.Array],
     partitions: Sequence[pa.Array],
     suspect: np.ndarray,
+    *,
+    nbytes: int = -1,
 ) -> EncodedBlock:
     """:func:`assemble` for a bound writer that keeps its block schema, its partition
     names and its per-record ``encode`` (the delimited and regex writers)."""
     return assemble(
         records, bound.arrow_schema, bound.partition_names, rows_idx, columns, partitions,
-        suspect, bound.encode,
+        suspect, bound.encode, nbytes=nbytes,
     )  # fmt: skip

@@ -59,12 +59,15 @@ class EncodedBlock:
         rejected: ``(index into records, error)`` for every bad record, in index order;
             the error is what :meth:`BoundRecordWriter.encode` raises for that record.
         good_indices: For each row of ``table``, the index of its record (ascending).
+        nbytes: The bytes of all ``records`` when the parse counted them on the way
+            (-1: not counted), so the writer need not count them again.
     """
 
     table: pa.Table
     partitions: pa.Table | None
     rejected: tuple[tuple[int, SerializationError], ...]
     good_indices: pa.Int64Array
+    nbytes: int = -1
 
 
 class BoundRecordWriter(Protocol):

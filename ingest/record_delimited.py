@@ -17,6 +17,7 @@ from ingest.record_bulk import (
     BYTE_GATED_KINDS,
     VECTOR_KINDS,
     assemble_bound,
+    binary_nbytes,
     block_arrow_type,
     block_read_size,
     block_schema,
@@ -165,6 +166,7 @@ class _BoundDelimited:
         names = [f"c{i}" for i in range(n_inputs)]
         table: pa.Table | None = None
         quick = joined_lines(records, self.max_record_bytes)
+        nbytes = -1 if quick is None else len(quick[0]) - len(records) + 1
         if quick is not None:
             # Every record is a plain line: one read; a wrong field count fails it.
             try:
@@ -176,6 +178,7 @@ class _BoundDelimited:
             keep = np.arange(len(records), dtype=np.int64)
         else:
             arr, suspect = size_suspects(records, self.max_record_bytes)
+            nbytes = binary_nbytes(arr)
             # A record holding a line break cannot be one CSV line, and one with missing
             # or extra fields is not a full CSV row: encode() decides those.
             fields = pc.count_substring(arr, self.field_delimiter.encode()).to_numpy(
@@ -221,7 +224,7 @@ class _BoundDelimited:
             row_suspect |= bad | sus
             parts.append(values)
         suspect[keep[row_suspect]] = True
-        return assemble_bound(self, records, keep, columns, parts, suspect)
+        return assemble_bound(self, records, keep, columns, parts, suspect, nbytes=nbytes)
 
     def _read(self, data: bytes, names: list[str], *, longest: int) -> pa.Table:
         """One pyarrow.csv read: no quoting, no escapes, every field as raw bytes."""

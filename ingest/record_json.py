@@ -20,6 +20,7 @@ from acid.errors import ConfigError
 from acid.schema import HiveType, TableSchema
 from ingest.record_bulk import (
     assemble,
+    binary_nbytes,
     block_arrow_type,
     block_read_size,
     block_schema,
@@ -347,6 +348,7 @@ class _BoundJson:
             return self._assemble(records, None, [], [], np.ones(n, dtype=bool))
         table: pa.Table | None = None
         quick = joined_lines(records, self.max_record_bytes)
+        nbytes = -1 if quick is None else len(quick[0]) - n + 1
         if quick is not None and self._plain(records, *quick):
             table = self._read_plain(*quick)
         if table is not None and table.num_rows == n:
@@ -354,6 +356,7 @@ class _BoundJson:
             rows_idx = np.arange(n, dtype=np.int64)
         else:
             arr, suspect = size_suspects(records, self.max_record_bytes)
+            nbytes = binary_nbytes(arr)
             text, bad = decode_utf8(arr)
             suspect |= bad | contains(arr, b"\n") | contains(arr, b"\r")
             suspect |= np.asarray(
@@ -400,7 +403,7 @@ class _BoundJson:
             row_suspect |= sus
             parts.append(values)
         suspect[rows_idx[row_suspect]] = True
-        return self._assemble(records, rows_idx, columns, parts, suspect)
+        return self._assemble(records, rows_idx, columns, parts, suspect, nbytes=nbytes)
 
     def _plain(self, records: Sequence[bytes], data: bytes, lengths: np.ndarray) -> bool:
         """Whether the whole block may be read at once: valid UTF-8 (pyarrow.json does not
@@ -507,6 +510,8 @@ class _BoundJson:
         columns: Sequence[pa.Array],
         parts: Sequence[pa.Array],
         suspect: np.ndarray,
+        *,
+        nbytes: int = -1,
     ) -> EncodedBlock:
         return assemble(
             records,
@@ -517,6 +522,7 @@ class _BoundJson:
             parts,
             suspect,
             self.encode,
+            nbytes=nbytes,
         )
 
 

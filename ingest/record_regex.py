@@ -14,6 +14,7 @@ from acid.errors import ConfigError
 from acid.schema import HiveType, TableSchema
 from ingest.record_bulk import (
     assemble_bound,
+    binary_nbytes,
     block_schema,
     buffer_has,
     contains,
@@ -198,7 +199,9 @@ class _BoundRegex:
             suspect |= sus
             parts.append(values)
         rows_idx = np.arange(len(records), dtype=np.int64)
-        return assemble_bound(self, records, rows_idx, columns, parts, suspect)
+        return assemble_bound(
+            self, records, rows_idx, columns, parts, suspect, nbytes=binary_nbytes(arr)
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

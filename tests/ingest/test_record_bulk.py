@@ -108,6 +108,8 @@ def assert_same(bound: BoundRecordWriter, records: Sequence[bytes]) -> EncodedBl
     else:
         got_parts = [tuple(p.values()) for p in block.partitions.to_pylist()]
         assert got_parts == [tuple(parts) for _, _, parts in expected_rows]
+    # The bytes the parse counted on the way (when it did) are the records' bytes.
+    assert block.nbytes in (-1, sum(map(len, records)))
     return block
 
 
@@ -372,3 +374,23 @@ def test_clean_rows_never_take_the_row_path(
     assert [i for i, _ in block.rejected] == [2500] and block.table.num_rows == 5000
     assert 1 <= spy.call_count <= max_calls
     assert any(call.args[1] == bad.encode() for call in spy.call_args_list)
+
+
+@pytest.mark.parametrize("odd", [False, True], ids=["plain", "with-odd-records"])
+def test_each_bulk_parse_counts_the_record_bytes_on_the_way(odd: bool) -> None:
+    """encode_block reports the records' bytes (write_block and parse-ahead use them
+    instead of counting again), for plain blocks and for blocks with odd records."""
+    schema = TableSchema.parse("id int, s string, amount double")
+    cases: list[tuple[BoundRecordWriter, list[bytes]]] = [
+        (StrictJsonWriter().bind(schema),
+         [f'{{"id": {i}, "s": "n{i}", "amount": {i}.5}}'.encode() for i in range(50)]),
+        (StrictDelimitedInputWriter(field_delimiter=",").bind(schema),
+         [f"{i},n{i},{i}.5".encode() for i in range(50)]),
+        (StrictRegexWriter(regex=r"(\d+)\|(\w+)\|(.*)").bind(schema),
+         [f"{i}|n{i}|{i}.5".encode() for i in range(50)]),
+    ]  # fmt: skip
+    for bound, lines in cases:
+        if odd:  # an empty record and one with a line break: the per-record fallbacks
+            lines = [*lines[:10], b"", lines[10] + b"\n" + lines[11], *lines[12:]]
+        block = assert_same(bound, lines)
+        assert block.nbytes == sum(map(len, lines)) > 0

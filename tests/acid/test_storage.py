@@ -1,0 +1,40 @@
+"""acid.storage: the write-back head start a streaming commit gives the disk."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from acid import storage as storage_mod
+from acid.storage import Storage
+
+
+def test_start_writeback_hands_the_bytes_to_the_os_before_any_sync(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, "f")
+    f = storage.create(path)
+    f.write(b"x" * 1000)  # (still in the writer's buffer)
+    storage.start_writeback(f)
+    assert Path(path).read_bytes() == b"x" * 1000  # another reader sees them
+    f.write(b"y")
+    storage.durable_flush(f)
+    f.close()
+    assert Path(path).stat().st_size == 1001
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_the_head_start_is_linux_sync_file_range() -> None:
+    fn = storage_mod._sync_file_range()
+    assert fn is not None and fn.__name__ == "sync_file_range"
+
+
+def test_start_writeback_is_a_no_op_off_local_files() -> None:
+    storage, root = Storage.for_path(f"memory://acidstream-test-{uuid.uuid4().hex}")
+    f = storage.create(storage.join(root, "f"))
+    f.write(b"abc")
+    storage.start_writeback(f)  # no fileno, no flush: nothing to start
+    f.close()
+    assert storage.fs.cat_file(storage.join(root, "f")) == b"abc"
