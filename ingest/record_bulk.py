@@ -179,16 +179,23 @@ def convert_text(arr: pa.Array, t: HiveType, *, empty_is_null: bool) -> tuple[pa
     n = len(arr)
     if k in STRING_KINDS:
         return fit_text_array(arr, t), np.zeros(n, dtype=bool)
-    nonempty = pc.not_equal(arr, "")
     suspect = np.zeros(n, dtype=bool)
     if not empty_is_null:
         suspect |= _np_mask(pc.equal(arr, ""))
+
+    def outside(gate: np.ndarray) -> np.ndarray:
+        """Non-empty fields the gate did not pass (none, when it passed every field:
+        the usual block, spared three kernels and two conversions)."""
+        if gate.all():
+            return np.zeros(n, dtype=bool)
+        return _np_mask(pc.and_(pc.not_equal(arr, ""), pa.array(~gate)))
+
     if k in INT_RANGES:
         gate, plus = int_gate(arr)
         clean = _keep(gate, arr)
         if plus:
             clean = pc.replace_substring_regex(clean, r"^\+", "")
-        out_of_gate = _np_mask(pc.and_(nonempty, pa.array(~gate)))
+        out_of_gate = outside(gate)
         try:
             # Arrow's cast checks the type's range: when every gated value fits, it is
             # the whole rule (one kernel instead of a 64-bit cast and two comparisons).
@@ -198,7 +205,7 @@ def convert_text(arr: pa.Array, t: HiveType, *, empty_is_null: bool) -> tuple[pa
         wide = pc.cast(clean, pa.int64())
         lo, hi = INT_RANGES[k]
         ok = _and(pa.array(gate), _and(pc.greater_equal(wide, lo), pc.less_equal(wide, hi)))
-        suspect |= _np_mask(pc.and_(nonempty, pc.invert(ok)))
+        suspect |= _np_mask(pc.and_(pc.not_equal(arr, ""), pc.invert(ok)))
         return pc.cast(_where(ok, wide), t.to_arrow()), suspect
     if k in ("float", "double"):
         gate = float_gate(arr)
@@ -206,8 +213,8 @@ def convert_text(arr: pa.Array, t: HiveType, *, empty_is_null: bool) -> tuple[pa
         if k == "float":
             # Via a double, as the row rule (Float.parseFloat would round once).
             vals = pc.cast(vals, pa.float32())
-        suspect |= _np_mask(pc.and_(nonempty, pa.array(~gate)))
-        return vals, suspect
+        return vals, suspect | outside(gate)
+    nonempty = pc.not_equal(arr, "")
     if k == "boolean":
         low = pc.utf8_lower(arr)
         is_true = pc.equal(low, "true")

@@ -173,9 +173,13 @@ class _BoundDelimited:
                 table = self._read(quick[0], names, longest=int(quick[1].max()))
             except pa.ArrowInvalid:
                 table = None
+        null = self.null_format.encode("utf-8", "surrogateescape")
+        # A block whose bytes hold no null marker has no NULL field: no column is compared.
+        nulls = True
         if table is not None and table.num_rows == len(records):
             suspect = np.zeros(len(records), dtype=bool)
             keep = np.arange(len(records), dtype=np.int64)
+            nulls = quick is not None and null in quick[0]
         else:
             arr, suspect = size_suspects(records, self.max_record_bytes)
             nbytes = binary_nbytes(arr)
@@ -191,11 +195,10 @@ class _BoundDelimited:
             kept = [records[i] for i in keep.tolist()]
             table = self._read(b"\n".join(kept), names, longest=max(map(len, kept)))
         row_suspect = np.zeros(len(keep), dtype=bool)
-        null = self.null_format.encode("utf-8", "surrogateescape")
         columns: list[pa.Array] = []
         for i, t in enumerate(self.types):
             raw = table.column(i).combine_chunks()
-            is_null = pc.equal(raw, null)
+            is_null = pc.equal(raw, null) if nulls else None
             if t.kind in VECTOR_KINDS:
                 if t.kind in BYTE_GATED_KINDS:
                     # The number gates read bytes: invalid UTF-8 fails them (the row
@@ -203,7 +206,7 @@ class _BoundDelimited:
                     text, bad = raw.view(pa.string()), None
                 else:
                     text, bad = decode_utf8(raw)
-                if is_null.true_count:
+                if is_null is not None and is_null.true_count:
                     text = pc.if_else(is_null, pa.nulls(len(text), pa.string()), text)
                 values, sus = convert_text(text, t, empty_is_null=True)
                 row_suspect |= sus if bad is None else bad | sus
@@ -219,7 +222,8 @@ class _BoundDelimited:
         for j, name in enumerate(self.partition_names):
             raw = table.column(len(self.types) + j).combine_chunks()
             text, bad = decode_utf8(raw)
-            text = pc.if_else(pc.equal(raw, null), pa.nulls(len(text), pa.string()), text)
+            if nulls:
+                text = pc.if_else(pc.equal(raw, null), pa.nulls(len(text), pa.string()), text)
             values, sus = convert_partition(name, text, self.partition_convs[j])
             row_suspect |= bad | sus
             parts.append(values)

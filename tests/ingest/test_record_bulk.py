@@ -394,3 +394,28 @@ def test_each_bulk_parse_counts_the_record_bytes_on_the_way(odd: bool) -> None:
             lines = [*lines[:10], b"", lines[10] + b"\n" + lines[11], *lines[12:]]
         block = assert_same(bound, lines)
         assert block.nbytes == sum(map(len, lines)) > 0
+
+
+@pytest.mark.parametrize("with_nulls", [False, True], ids=["no-null-marker", "null-markers"])
+def test_plain_delimited_blocks_with_and_without_null_markers(with_nulls: bool) -> None:
+    """A plain block with no ``\\N`` in its bytes skips the per-column NULL comparison; one
+    with them keeps it: both match the row path (NULL ints, doubles, strings and partition
+    values where the marker stands; the marker inside a longer field stays text)."""
+    schema = TableSchema.parse("id int, s string, amount double")
+    bound = StrictDelimitedInputWriter(field_delimiter=",").bind(schema, partition_columns=["p"])
+    lines = [f"{i},n{i},{i}.5,p{i % 3}".encode() for i in range(200)]
+    if with_nulls:
+        lines[3] = b"\\N,n3,3.5,p0"
+        lines[5] = b"5,\\N,5.5,p2"  # the marker only where the gates would not see it
+        lines[6] = b"6,n6,6.5,\\N"
+        lines[7] = b"7,\\N,\\N,\\N"
+        lines[9] = b"9,a\\Nb,9.5,p0"
+    block = assert_same(bound, lines)
+    assert block.table.num_rows == 200
+    rows = block.table.to_pylist()
+    assert (rows[3]["id"], rows[5]["s"], rows[7]["s"], rows[7]["amount"]) == (
+        (None, None, None, None) if with_nulls else (3, "n5", "n7", 7.5)
+    )
+    assert block.partitions is not None
+    parts = block.partitions.column("p")
+    assert (parts[6].as_py(), parts[7].as_py()) == ((None, None) if with_nulls else ("p0", "p1"))
