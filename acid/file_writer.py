@@ -430,13 +430,14 @@ class AcidFileWriter:
 
     def _write_arrow_piece(self, table: pa.Table) -> None:
         """Stitched file: ``table`` into the current arrow piece, which pyarrow encodes
-        into native memory. A Python file would take each of pyarrow's writes back
-        into the interpreter (the GIL, dozens of times per piece, each a wait while a
-        parsing thread holds it); the piece reaches the file in one write when it ends.
-        A piece ends once it holds a stripe, so memory stays at about two stripes."""
+        into native memory: no write of pyarrow's comes back into the interpreter (each
+        took the GIL, a wait while a parsing thread held it), and the piece reaches the
+        file in one write, without the copies a Python file object made. A piece ends
+        once it holds a stripe, so memory stays at about two stripes."""
         stripe = self.options.stripe_size
         step = max(len(table), 1)
-        if len(table) > 1 and table.nbytes > stripe:
+        # (The buffers' total is cheap and bounds the referenced bytes from above.)
+        if len(table) > 1 and table.get_total_buffer_size() > stripe and table.nbytes > stripe:
             step = max(1, len(table) * stripe // table.nbytes)
         for start in range(0, max(len(table), 1), step):
             if self._arrow is None:

@@ -281,7 +281,9 @@ def _merge_stats(a: _Stats, b: _Stats) -> _Stats:
     na, nb = _int(da, 1) or 0, _int(db, 1) or 0
     out: list[Field] = [(1, VARINT, na + nb)]
     typed: dict[int, dict[int, int | bytes]] = {}
-    for num, merge in _TYPED.items():
+    # Only the typed sub-messages either side has (one, for most columns), in field order.
+    for num in sorted(k for k in (da.keys() | db.keys()) if k in _TYPED):
+        merge = _TYPED[num]
         sa, sb = _bytes(da, num), _bytes(db, num)
         if sa is None and sb is None:
             continue
