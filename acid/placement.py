@@ -100,10 +100,18 @@ class TableLayout:
     partition_skews: Mapping[str, SkewedInfo | None] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, table: _TableLike, *, partitions: Iterable[_PartitionLike] = ()) -> TableLayout:
+    def of(
+        cls,
+        table: _TableLike,
+        *,
+        partitions: Iterable[_PartitionLike] = (),
+        partition_skews: Mapping[str, SkewedInfo] | None = None,
+    ) -> TableLayout:
         """The layout of a catalog table (``txn.catalog.TableDef`` or alike) and of its
         existing ``partitions`` (``store.list_partitions``: each keeps the list bucketing
-        it was created with)."""
+        it was created with), or only of those with a skew of their own
+        (``partition_skews``, ``store.partition_skews``: enough while the table itself is
+        not list-bucketed, since every other partition then reads as the table)."""
         if not table.location:
             raise ConfigError(f"table {table.full_name} has no location")
         return cls(
@@ -114,7 +122,13 @@ class TableLayout:
             num_buckets=table.num_buckets,
             bucketing_version=table.bucketing_version,
             skewed=_skew_of(table),
-            partition_skews={p.name: _skew_of(p) for p in partitions},
+            partition_skews={
+                **{p.name: _skew_of(p) for p in partitions},
+                **{
+                    name: skew if skew.is_list_bucketed else None
+                    for name, skew in (partition_skews or {}).items()
+                },
+            },
         )
 
     @property

@@ -171,6 +171,19 @@ def _record_writer(opts: SinkOptions) -> Any:
     return StrictRegexWriter(regex=opts.regex or "")
 
 
+def _table_layout(store: TxnStore, table: TableDef, db: str, name: str) -> TableLayout:
+    """The layout the tasks place rows with (driver side, once per micro-batch). Each
+    existing partition keeps the list bucketing it was created with. While the table is
+    list-bucketed every partition is listed (one created before has none, and must not
+    take the table's); otherwise only the partitions with a skew of their own are read:
+    none for a table that never was skewed, however many partitions it has."""
+    if not table.partition_keys:
+        return TableLayout.of(table)
+    if table.skewed is not None and table.skewed.is_list_bucketed:
+        return TableLayout.of(table, partitions=store.list_partitions(db, name))
+    return TableLayout.of(table, partition_skews=store.partition_skews(db, name))
+
+
 def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
     """Executor side: parse this task's records and write its ACID files.
 
@@ -543,13 +556,7 @@ class AcidSink:
             faults.point("sink.after_open")
             faults.point("sink.during_heartbeat")
             plan = _TaskPlan(
-                # Each existing partition keeps the list bucketing it was created with.
-                table=TableLayout.of(
-                    table,
-                    partitions=store.list_partitions(self.db, self.table_name)
-                    if table.partition_keys
-                    else (),
-                ),
+                table=_table_layout(store, table, self.db, self.table_name),
                 source=str(self.name),
                 write_ids=write_ids,
                 # The table's ORC properties (orc.compress...) win, as in Hive.

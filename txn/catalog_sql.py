@@ -341,6 +341,15 @@ def list_partitions(tx: Tx, db: str, table: str) -> list[PartitionInfo]:
     ]
 
 
+def partition_skews(tx: Tx, db: str, table: str) -> dict[str, SkewedInfo]:
+    """The partitions that have a skew definition of their own, by name: none for a table
+    that never was skewed, whatever its number of partitions (no partition is listed)."""
+    t = get_table(tx, db, table)
+    skews = skew_sql.read_skews(tx, t.db, t.name)
+    skews.pop(skew_sql.TABLE_KEY, None)
+    return skews
+
+
 def set_skewed(tx: Tx, db: str, table: str, skewed: SkewedInfo | None) -> TableDef:
     """``ALTER TABLE ... SKEWED BY ... ON ... [STORED AS DIRECTORIES]`` (a new definition,
     its own location map) or ``NOT SKEWED`` (``None``). Existing partitions keep theirs."""
@@ -615,6 +624,16 @@ class CatalogOps(StoreOps):
         return self._db.run(
             "list_partitions",
             lambda tx: list_partitions(tx, db, table),
+            write=False,
+            idempotent=True,
+        )
+
+    def partition_skews(self, db: str, table: str) -> dict[str, SkewedInfo]:
+        """The partitions with a skew definition of their own (``list_partitions`` lists
+        every partition; this reads only the skewed ones)."""
+        return self._db.run(
+            "partition_skews",
+            lambda tx: partition_skews(tx, db, table),
             write=False,
             idempotent=True,
         )

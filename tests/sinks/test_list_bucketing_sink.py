@@ -105,6 +105,38 @@ def test_sink_tasks_write_list_bucketing_dirs_readable_by_orc_java(
     sink.close()
 
 
+def test_a_table_no_longer_skewed_keeps_its_partitions_skew_without_listing_them(
+    spark: Any, env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NOT SKEWED after ds=new was created list-bucketed: the driver reads only the
+    partitions with a skew of their own (never every partition, per micro-batch), and the
+    tasks still route ds=new's rows into its directories, ds=old's and a fresh
+    partition's into the plain layout."""
+    store: TxnStore = env["store"]
+    store.add_partition("default", "ev", ["new"])  # created while the table is skewed
+    store.set_skewed("default", "ev", None)
+
+    def no_listing(self: TxnStore, db: str, table: str) -> list[Any]:
+        raise AssertionError(f"the sink listed every partition of {db}.{table}")
+
+    monkeypatch.setattr(TxnStore, "list_partitions", no_listing)
+    sink = AcidSink(
+        table="ev", metastore=env["url"], warehouse=env["wh"],
+        options=SinkOptions(txns_per_batch=2),
+    )  # fmt: skip
+    rows = [(k, ds) for k, ds in _data()] + [(6, "fresh"), (20, "fresh")]
+    sink(_df(spark, rows), 0)
+    sink.close()
+    root = Path(env["wh"]) / "ev"
+    new, old, fresh = (_files(root / f"ds={d}") for d in ("new", "old", "fresh"))
+    assert {Path(p).parent.name for p in new} == {"k=6", "k=20", DEFAULT_DIR_NAME}
+    for plain in (old, fresh):
+        assert all(Path(p).parent.name.startswith("delta_0000001_0000002_") for p in plain)
+    assert (sum(new.values()), sum(old.values()), sum(fresh.values())) == (30, 30, 2)
+    monkeypatch.undo()
+    assert snapshot_read(store, store.get_table("default", "ev")).num_rows == 62
+
+
 def test_spark_compaction_engine_keeps_list_bucketing_dirs(
     spark: Any, env: dict[str, Any], jvm_orc: Any
 ) -> None:

@@ -114,6 +114,23 @@ def test_partitions_keep_the_skew_they_were_created_with(db_store: TxnStore) -> 
     assert db_store.get_table("db", "t").skewed is None
 
 
+def test_partition_skews_reads_only_the_partitions_with_their_own(db_store: TxnStore) -> None:
+    """What a writer needs of a table that is not skewed now: the partitions that keep a
+    skew of their own, without listing the others."""
+    db_store.create_table(_table(skewed=None))
+    for d in ("p1", "p2"):
+        db_store.add_partition("db", "t", [d])
+    assert db_store.partition_skews("db", "t") == {}  # never skewed: nothing to read
+    db_store.set_skewed("db", "t", SKEW_X)
+    db_store.add_partition("db", "t", ["s1"])
+    db_store.set_skewed("db", "t", None)
+    db_store.add_partition("db", "t", ["p3"])
+    assert db_store.partition_skews("db", "t") == {"ds=s1": SKEW_X}
+    listed = {p.name: p.skewed for p in db_store.list_partitions("db", "t")}
+    assert {n: s for n, s in listed.items() if s is not None} == {"ds=s1": SKEW_X}
+    assert len(listed) == 4
+
+
 def test_dynamic_partitions_of_a_commit_copy_the_table_skew(db_store: TxnStore) -> None:
     """The writers' registration (``add_dynamic_partitions`` -> ``ensure_partitions_by_name``)."""
     db_store.create_table(_table())
