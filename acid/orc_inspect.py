@@ -156,7 +156,11 @@ def logical_length(storage: Storage, path: str, *, file_length: int, use_side_fi
         return file_length
     side = side_file_name(path)
     if not storage.exists(side):
-        return file_length
+        # The writer makes its side file before it writes any data, and removes it once
+        # the file is whole: a file listed with bytes and no side file now was closed
+        # since (the listing may have caught it between a piece and its footer), so its
+        # length now is valid; one listed empty had no data yet.
+        return file_length if file_length == 0 else storage.size(path)
     try:
         data = storage.read_bytes(side)
     except FileNotFoundError:
@@ -210,7 +214,10 @@ def inspect_orc(
 ) -> tuple[orc.ORCFile, OrcFileInfo]:
     """Open a file and describe it (tail only; no stripe is read)."""
     real = file_length if file_length is not None else storage.size(path)
-    f = open_orc(storage, path, length=length if length is not None and length < real else None)
+    # Always the given length, even one equal to a listed size: a live writer may have
+    # appended its next piece's stripes since (its footer comes at its commit), and the
+    # file is a valid ORC file only up to the length.
+    f = open_orc(storage, path, length=length)
     md = _user_metadata(f)
     schema = f.schema
     acid_cols = acid_column_names(schema)

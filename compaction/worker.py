@@ -61,10 +61,10 @@ def partition_dir(store: TxnStore, table: TableDef, partition: str | None) -> st
     assert table.location is not None
     if partition is None:
         return table.location
-    for p in store.list_partitions(table.db, table.name):
-        if p.name == partition:
-            return p.location
-    return f"{table.location.rstrip('/')}/{partition}"
+    # One partition read by name: the initiator and the cleaner call this per candidate,
+    # so listing every partition here made a housekeeping pass quadratic in partitions.
+    p = store.get_partitions(table.db, table.name, [partition]).get(partition)
+    return p.location if p is not None else f"{table.location.rstrip('/')}/{partition}"
 
 
 def partition_skew(store: TxnStore, table: TableDef, partition: str | None) -> SkewedInfo | None:
@@ -72,8 +72,8 @@ def partition_skew(store: TxnStore, table: TableDef, partition: str | None) -> S
     when it is not stored as directories."""
     skew = table.skewed
     if partition is not None:
-        skew = next((p.skewed for p in store.list_partitions(table.db, table.name)
-                     if p.name == partition), None)  # fmt: skip
+        p = store.get_partitions(table.db, table.name, [partition]).get(partition)
+        skew = None if p is None else p.skewed
     return skew if skew is not None and skew.is_list_bucketed else None
 
 

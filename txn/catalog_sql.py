@@ -341,6 +341,15 @@ def list_partitions(tx: Tx, db: str, table: str) -> list[PartitionInfo]:
     ]
 
 
+def get_partitions(tx: Tx, db: str, table: str, names: Sequence[str]) -> dict[str, PartitionInfo]:
+    """Those of the partitions ``names`` that exist, by name, without listing the others."""
+    t = get_table(tx, db, table)
+    return {
+        name: PartitionInfo(name, loc, True, tuple(v for _, v in parse_partition_name(name)), skew)
+        for name, (loc, skew) in _existing_partitions(tx, t, names).items()
+    }
+
+
 def partition_skews(tx: Tx, db: str, table: str) -> dict[str, SkewedInfo]:
     """The partitions that have a skew definition of their own, by name: none for a table
     that never was skewed, whatever its number of partitions (no partition is listed)."""
@@ -624,6 +633,16 @@ class CatalogOps(StoreOps):
         return self._db.run(
             "list_partitions",
             lambda tx: list_partitions(tx, db, table),
+            write=False,
+            idempotent=True,
+        )
+
+    def get_partitions(self, db: str, table: str, names: Sequence[str]) -> dict[str, PartitionInfo]:
+        """The partitions ``names`` that exist (location and own skew), by name: one round
+        trip, whatever the table's number of partitions (``list_partitions`` reads all)."""
+        return self._db.run(
+            "get_partitions",
+            lambda tx: get_partitions(tx, db, table, names),
             write=False,
             idempotent=True,
         )

@@ -406,6 +406,63 @@ def test_side_file_removed_after_listing_means_the_whole_file(tmp_path: Path) ->
     assert s.logical_lengths() == {str(f): 120}
 
 
+def test_a_file_closed_between_the_listing_and_the_side_file_check_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    """The listing caught a streaming file mid-write (a piece's stripes written, its footer
+    not yet) and the writer closed it before the side file was looked for: the file is
+    whole now and is read at its length now, not at the listed one (no valid tail there).
+    A file listed empty before its writer made the side file stays empty."""
+    from acid import layout
+    from acid.file_writer import AcidFileWriter
+    from acid.orc_inspect import logical_length, open_orc
+    from acid.storage import Storage
+    from tests.acid.writer_cases import SIMPLE, simple_rows
+
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, layout.delta_dir_name(1, 2), "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True,
+                       side_file=True, engine="arrow")  # fmt: skip
+    w.insert(1, simple_rows(10))
+    first = w.flush()
+    w.insert(2, simple_rows(500, seed=2))
+    w.close()
+    assert not Path(layout.side_file_name(path)).exists()
+    whole = Path(path).stat().st_size
+    listed = first + 100  # mid-write: past the first footer, before the second
+    assert first < listed < whole
+    got = logical_length(storage, path, file_length=listed, use_side_file=True)
+    assert got == whole
+    assert open_orc(storage, path, length=got).nrows == 510
+    assert logical_length(storage, path, file_length=0, use_side_file=True) == 0
+
+
+def test_a_file_grown_since_its_listing_is_opened_at_its_logical_length(
+    tmp_path: Path,
+) -> None:
+    """Listed when it ended at a footer (listed size == side-file length), then the writer
+    appended its next piece's stripes (their footer comes at the commit): the file is
+    opened at the logical length, not whole."""
+    from acid import layout
+    from acid.file_writer import AcidFileWriter
+    from acid.orc_inspect import inspect_orc
+    from acid.storage import Storage
+    from tests.acid.writer_cases import SIMPLE, simple_rows
+
+    storage, root = Storage.for_path(str(tmp_path))
+    path = storage.join(root, layout.delta_dir_name(1, 2), "bucket_00000")
+    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True,
+                       side_file=True, engine="arrow")  # fmt: skip
+    w.insert(1, simple_rows(10))
+    length = w.flush()
+    assert Path(path).stat().st_size == length
+    with open(path, "ab") as f:
+        f.write(b"\x00stripes of the next txn, no footer yet" * 10)
+    _, info = inspect_orc(storage, path, length=length, file_length=length)
+    assert info.nrows == 10
+    w.abandon()
+
+
 def test_a_flush_after_the_listing_is_read_at_its_new_length(tmp_path: Path) -> None:
     """A live writer flushes between a reader's listing and its read of the side file: the
     new length is beyond the listed size but within the file; anything beyond the real

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from acid import faults
-from compaction import CompactorConfig, Initiator, Worker
+from compaction import Cleaner, CompactorConfig, Initiator, Worker
 from compaction.config import table_thresholds
 from tests.compaction.conftest import MakeTbl, Tbl, rows
 from tests.plugins.store_fixture import FakeClock
@@ -156,3 +161,28 @@ def test_repeated_failures_stop_initiation_until_the_retry_time(
     assert states == ["f", "f", "a"]
     clock.advance(8 * 24 * 3600)  # past metastore.compactor.initiator.failed.retry.time (7d)
     assert _decisions(store, clock)["default.t"][0] is True
+
+
+def test_housekeeping_reads_partitions_by_name_not_by_listing_them(
+    store: TxnStore, make_tbl: MakeTbl, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The initiator, the worker and the cleaner find a partition's directory and skew
+    by its name: listing every partition per candidate made a pass quadratic in them."""
+    t = make_tbl(partitioned=True, params={NUM: "2"})
+    for i in range(3):
+        t.insert(rows(i, i + 1), partition="ds=a")
+    t.insert(rows(10, 11), partition="ds=b")
+    before = t.read(partition="ds=a")
+
+    def no_listing(self: TxnStore, db: str, table: str) -> list[Any]:
+        raise AssertionError(f"listed every partition of {db}.{table}")
+
+    monkeypatch.setattr(TxnStore, "list_partitions", no_listing)
+    assert _decisions(store, clock)["default.t/ds=a"][0] is True
+    q = CompactionQueue(store, clock=clock)
+    out = Worker(store, queue=q).run_once()
+    assert out is not None and out.state == "r" and out.target == "default.t/ds=a"
+    assert [c.id for c in Cleaner(store, queue=q).run_once()] == [out.id]
+    monkeypatch.undo()
+    assert t.read(partition="ds=a").equals(before)
+    assert [p.name[:5] for p in Path(t.dir("ds=a")).iterdir() if p.is_dir()] == ["base_"]

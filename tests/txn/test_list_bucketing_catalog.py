@@ -114,6 +114,22 @@ def test_partitions_keep_the_skew_they_were_created_with(db_store: TxnStore) -> 
     assert db_store.get_table("db", "t").skewed is None
 
 
+def test_get_partitions_reads_the_named_ones(db_store: TxnStore) -> None:
+    db_store.create_table(_table())
+    made = {p: db_store.add_partition("db", "t", [p]) for p in ("a", "b")}
+    db_store.set_skewed("db", "t", None)
+    db_store.add_partition("db", "t", ["c"])
+    got = db_store.get_partitions("db", "t", ["ds=a", "ds=c", "ds=missing", "ds=a"])
+    assert sorted(got) == ["ds=a", "ds=c"]
+    assert (got["ds=a"].location, got["ds=a"].skewed, got["ds=a"].values) == (
+        made["a"].location, SKEW_X, ("a",),
+    )  # fmt: skip
+    assert got["ds=c"].exists and got["ds=c"].skewed is None
+    listed = {p.name: p for p in db_store.list_partitions("db", "t")}
+    assert all(listed[n] == p for n, p in got.items())
+    assert db_store.get_partitions("db", "t", []) == {}
+
+
 def test_partition_skews_reads_only_the_partitions_with_their_own(db_store: TxnStore) -> None:
     """What a writer needs of a table that is not skewed now: the partitions that keep a
     skew of their own, without listing the others."""
