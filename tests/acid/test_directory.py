@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -406,16 +407,10 @@ def test_side_file_removed_after_listing_means_the_whole_file(tmp_path: Path) ->
     assert s.logical_lengths() == {str(f): 120}
 
 
-def test_a_file_closed_between_the_listing_and_the_side_file_check_is_read_whole(
-    tmp_path: Path,
-) -> None:
-    """The listing caught a streaming file mid-write (a piece's stripes written, its footer
-    not yet) and the writer closed it before the side file was looked for: the file is
-    whole now and is read at its length now, not at the listed one (no valid tail there).
-    A file listed empty before its writer made the side file stays empty."""
+def _live_streaming_file(tmp_path: Path) -> tuple[Any, str, Any]:
+    """A streaming bucket file with a side file and the 10 rows of write id 1 buffered."""
     from acid import layout
     from acid.file_writer import AcidFileWriter
-    from acid.orc_inspect import logical_length, open_orc
     from acid.storage import Storage
     from tests.acid.writer_cases import SIMPLE, simple_rows
 
@@ -424,6 +419,21 @@ def test_a_file_closed_between_the_listing_and_the_side_file_check_is_read_whole
     w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True,
                        side_file=True, engine="arrow")  # fmt: skip
     w.insert(1, simple_rows(10))
+    return storage, path, w
+
+
+def test_a_file_closed_between_the_listing_and_the_side_file_check_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    """The listing caught a streaming file mid-write (a piece's stripes written, its footer
+    not yet) and the writer closed it before the side file was looked for: the file is
+    whole now and is read at its length now, not at the listed one (no valid tail there).
+    A file listed empty before its writer made the side file stays empty."""
+    from acid import layout
+    from acid.orc_inspect import logical_length, open_orc
+    from tests.acid.writer_cases import simple_rows
+
+    storage, path, w = _live_streaming_file(tmp_path)
     first = w.flush()
     w.insert(2, simple_rows(500, seed=2))
     w.close()
@@ -443,17 +453,9 @@ def test_a_file_grown_since_its_listing_is_opened_at_its_logical_length(
     """Listed when it ended at a footer (listed size == side-file length), then the writer
     appended its next piece's stripes (their footer comes at the commit): the file is
     opened at the logical length, not whole."""
-    from acid import layout
-    from acid.file_writer import AcidFileWriter
     from acid.orc_inspect import inspect_orc
-    from acid.storage import Storage
-    from tests.acid.writer_cases import SIMPLE, simple_rows
 
-    storage, root = Storage.for_path(str(tmp_path))
-    path = storage.join(root, layout.delta_dir_name(1, 2), "bucket_00000")
-    w = AcidFileWriter(storage, path, SIMPLE, kind="insert", bucket_id=0, streaming=True,
-                       side_file=True, engine="arrow")  # fmt: skip
-    w.insert(1, simple_rows(10))
+    storage, path, w = _live_streaming_file(tmp_path)
     length = w.flush()
     assert Path(path).stat().st_size == length
     with open(path, "ab") as f:
