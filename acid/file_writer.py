@@ -437,8 +437,10 @@ class AcidFileWriter:
         stripe = self.options.stripe_size
         step = max(len(table), 1)
         # (The buffers' total is cheap and bounds the referenced bytes from above.)
-        if len(table) > 1 and table.get_total_buffer_size() > stripe and table.nbytes > stripe:
-            step = max(1, len(table) * stripe // table.nbytes)
+        if len(table) > 1 and table.get_total_buffer_size() > stripe:
+            nbytes = table.nbytes
+            if nbytes > stripe:
+                step = max(1, len(table) * stripe // nbytes)
         for start in range(0, max(len(table), 1), step):
             if self._arrow is None:
                 self._native = pa.BufferOutputStream()

@@ -69,7 +69,11 @@ class _PartitionLike(Protocol):
 def _skew_of(obj: object) -> SkewedInfo | None:
     """The list-bucketing definition of a table or partition (``None`` when it has none
     or is not stored as directories)."""
-    skew = getattr(obj, "skewed", None)
+    return _lb_only(getattr(obj, "skewed", None))
+
+
+def _lb_only(skew: object) -> SkewedInfo | None:
+    """``skew`` when it is a list-bucketing definition (stored as directories), else None."""
     return skew if isinstance(skew, SkewedInfo) and skew.is_list_bucketed else None
 
 
@@ -124,10 +128,7 @@ class TableLayout:
             skewed=_skew_of(table),
             partition_skews={
                 **{p.name: _skew_of(p) for p in partitions},
-                **{
-                    name: skew if skew.is_list_bucketed else None
-                    for name, skew in (partition_skews or {}).items()
-                },
+                **{name: _lb_only(skew) for name, skew in (partition_skews or {}).items()},
             },
         )
 

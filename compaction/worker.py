@@ -29,7 +29,7 @@ from acid.storage import Storage
 from compaction.config import CompactorConfig
 from compaction.rewrite import CompactorSnapshot, RewriteResult, major, minor, whole_delta_hwm
 from compaction.spark_engine import major_on_spark
-from txn.catalog import TableDef
+from txn.catalog import PartitionInfo, TableDef
 from txn.compaction_sql import (
     COMPACTION_TXN_TYPE,
     FAILED,
@@ -56,14 +56,18 @@ def worker_name(role: str = "worker") -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{role}-{threading.get_ident()}"
 
 
+def _partition(store: TxnStore, table: TableDef, name: str) -> PartitionInfo | None:
+    """One partition, read by name: the initiator and the cleaner ask per candidate, and
+    listing every partition there made a housekeeping pass quadratic in partitions."""
+    return store.get_partitions(table.db, table.name, [name]).get(name)
+
+
 def partition_dir(store: TxnStore, table: TableDef, partition: str | None) -> str:
     """The directory of a table (``partition`` None) or of one of its partitions."""
     assert table.location is not None
     if partition is None:
         return table.location
-    # One partition read by name: the initiator and the cleaner call this per candidate,
-    # so listing every partition here made a housekeeping pass quadratic in partitions.
-    p = store.get_partitions(table.db, table.name, [partition]).get(partition)
+    p = _partition(store, table, partition)
     return p.location if p is not None else f"{table.location.rstrip('/')}/{partition}"
 
 
@@ -72,7 +76,7 @@ def partition_skew(store: TxnStore, table: TableDef, partition: str | None) -> S
     when it is not stored as directories."""
     skew = table.skewed
     if partition is not None:
-        p = store.get_partitions(table.db, table.name, [partition]).get(partition)
+        p = _partition(store, table, partition)
         skew = None if p is None else p.skewed
     return skew if skew is not None and skew.is_list_bucketed else None
 
