@@ -27,7 +27,7 @@ import bisect
 import logging
 from collections.abc import Iterable, Sequence
 from itertools import count, repeat
-from typing import IO, Any, BinaryIO, Literal, cast
+from typing import IO, Any, BinaryIO, ClassVar, Literal, cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -39,6 +39,7 @@ import pyorc
 from acid import bucket_codec, faults, layout
 from acid.errors import AcidFormatError, ConfigError, SerializationError
 from acid.orc_capture import PieceCapture, TailCapture
+from acid.orc_events import InsertRun, splice_insert_events
 from acid.orc_options import OrcWriterOptions
 from acid.orc_stitch import StripeStitcher
 from acid.orc_tail import parse_tail, rewrite_tail, tail_bytes
@@ -107,6 +108,11 @@ class AcidFileWriter:
             ``auto`` picks ``arrow`` unless the file is streaming.
     """
 
+    #: Streaming pieces of inserts let pyarrow encode only the rows and splice the event
+    #: columns in (``acid.orc_events``). False encodes them with pyarrow too: the same
+    #: bytes, slower; tests compare the two.
+    splice_events: ClassVar[bool] = True
+
     def __init__(
         self,
         storage: Storage,
@@ -167,6 +173,8 @@ class AcidFileWriter:
         self._stitch: StripeStitcher | None = None
         self._piece: PieceCapture | None = None  # the sink of the current exact piece
         self._native: pa.BufferOutputStream | None = None  # ... of the current arrow piece
+        # The insert runs of the current arrow piece when pyarrow encodes only its rows.
+        self._piece_runs: list[InsertRun] | None = None
         self._exact: Any = None  # the pyorc writer of the current exact piece
         self._tail_end = 0  # stitched file length after its last tail
         if engine == "pyorc":
@@ -388,6 +396,16 @@ class AcidFileWriter:
 
     def _write_arrow_inserts(self, write_id: int, start_rowid: int, rows: pa.StructArray) -> int:
         n = len(rows)
+        if n and self._stitch is not None and self.splice_events:
+            if self._has_structs and rows.null_count != n:
+                rows = with_null_struct_children(rows)
+            if not (self._has_timestamps and self._needs_exact(rows)):
+                # Only the rows go through pyarrow; the event columns are spliced in.
+                if self._exact is not None:
+                    self._end_piece()
+                run = InsertRun(write_id, start_rowid, n)
+                self._write_arrow_piece(pa.Table.from_arrays([rows], names=["row"]), run)
+                return n
         if n:
             self._write_events(
                 INSERT_OP,
@@ -423,17 +441,23 @@ class AcidFileWriter:
         if self._stitch is not None:
             if self._exact is not None:
                 self._end_piece()
-            self._write_arrow_piece(table)
+            self._write_arrow_piece(table, None)
             return
         writer: Any = self._arrow
         writer.write(table)
 
-    def _write_arrow_piece(self, table: pa.Table) -> None:
+    def _write_arrow_piece(self, table: pa.Table, run: InsertRun | None) -> None:
         """Stitched file: ``table`` into the current arrow piece, which pyarrow encodes
         into native memory: no write of pyarrow's comes back into the interpreter (each
         took the GIL, a wait while a parsing thread held it), and the piece reaches the
         file in one write, without the copies a Python file object made. A piece ends
-        once it holds a stripe, so memory stays at about two stripes."""
+        once it holds a stripe, so memory stays at about two stripes.
+
+        With ``run``, ``table`` holds only the ``row`` column of those insert events:
+        the piece's event columns are spliced in when it ends (``acid.orc_events``).
+        A piece holds one kind of table: a write of the other kind ends it."""
+        if self._arrow is not None and (run is None) != (self._piece_runs is None):
+            self._end_piece()
         stripe = self.options.stripe_size
         step = max(len(table), 1)
         # (The buffers' total is cheap and bounds the referenced bytes from above.)
@@ -445,7 +469,14 @@ class AcidFileWriter:
             if self._arrow is None:
                 self._native = pa.BufferOutputStream()
                 self._arrow = pa_orc.ORCWriter(self._native, **self.options.arrow_kwargs())
-            self._arrow.write(table.slice(start, step))
+                self._piece_runs = None if run is None else []
+            part = table.slice(start, step)
+            if run is not None:
+                assert self._piece_runs is not None
+                self._piece_runs.append(
+                    InsertRun(run.write_id, run.first_row_id + start, len(part))
+                )
+            self._arrow.write(part)
             assert self._native is not None
             if self._native.tell() >= stripe:
                 self._end_piece()
@@ -550,6 +581,7 @@ class AcidFileWriter:
         """:meth:`_end_piece` of an arrow piece: its stripes (and, for the file's first
         piece, the ``ORC`` header) go to the file; its own tail is dropped."""
         assert self._stitch is not None
+        runs, self._piece_runs = self._piece_runs, None
         try:
             if self._arrow is not None:
                 self._arrow.close()
@@ -559,10 +591,18 @@ class AcidFileWriter:
         tail = parse_tail(tail_bytes(data))
         header = len(_ORC_HEADER)
         first = self._stitch.position == 0  # it has not moved since the piece began
-        self._raw.write(data[0 if first else header : len(data) - tail.tail_length])
+        if runs is not None:
+            parts, tail = splice_insert_events(data, tail, runs, self.bucket_property)
+            if first:
+                parts.insert(0, data[:header])
+            stripes = b"".join(parts)  # one write: a copy of about a stripe
+            self._raw.write(stripes)
+            body = len(stripes) - (header if first else 0)
+        else:
+            self._raw.write(data[0 if first else header : len(data) - tail.tail_length])
+            body = len(data) - header - tail.tail_length
         # The commit's fdatasync comes soon: let the disk start on the stripes now.
         self.storage.start_writeback(self._raw)
-        body = len(data) - header - tail.tail_length
         self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
 
     def delete(self, write_id: int, keys: Sequence[tuple[int, int, int]]) -> int:
@@ -768,6 +808,7 @@ class AcidFileWriter:
             log.debug("closing the encoder of %s: %s", self.path, e)
         finally:
             self._arrow = self._piece = self._exact = self._native = None
+            self._piece_runs = None
             self._capture.held.clear()
 
     def abort(self) -> None:
