@@ -21,12 +21,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["FLOAT_PATTERN", "INT_PATTERN", "float_gate", "int_gate"]
+__all__ = ["FLOAT_PATTERN", "INT_PATTERN", "float_gate", "int_gate", "plain_float_cast"]
 
 INT_PATTERN = r"^[+-]?[0-9]{1,18}$"
 FLOAT_PATTERN = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$"
 
 _PLUS, _MINUS, _DOT = 43, 45, 46
+# The bytes of plain decimal text: ASCII digits, '.', '+', '-'.
+_PLAIN_FLOAT = np.zeros(256, dtype=bool)
+_PLAIN_FLOAT[np.frombuffer(b"0123456789.+-", np.uint8)] = True
+
+
+def _values_bytes(arr: pa.Array) -> np.ndarray:
+    """The bytes of a string/binary array's values, end to end (no copy)."""
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    bufs = arr.buffers()
+    width = 8 if large else 4
+    offsets = np.frombuffer(bufs[1], np.int64 if large else np.int32, 2, arr.offset * width)
+    lo = int(offsets[0])
+    hi = int(np.frombuffer(bufs[1], offsets.dtype, 1, (arr.offset + len(arr)) * width)[0])
+    if bufs[2] is None or hi <= lo:
+        return np.zeros(0, np.uint8)
+    return np.frombuffer(bufs[2], np.uint8, hi - lo, lo)
 
 
 class _Shape:
@@ -89,6 +105,27 @@ def int_gate(arr: pa.Array) -> tuple[np.ndarray, bool]:
     # Every byte a digit but a leading sign, and 1..18 digits.
     ok = shape.valid & (shape.non_digits == signed) & (digits >= 1) & (digits <= 18)
     return ok, bool((ok & (shape.first == _PLUS)).any())
+
+
+def plain_float_cast(arr: pa.Array) -> pa.Array | None:
+    """``arr`` (strings, no NULL) cast to double when all of its bytes are plain decimal
+    text (ASCII digits, ``.``, ``+``, ``-``) and Arrow's cast takes every value; None
+    otherwise, for :func:`float_gate` to decide row by row.
+
+    Over those bytes Arrow's cast accepts exactly what ``FLOAT_PATTERN`` matches (at
+    most one leading sign, at most one dot, at least one digit; no exponent can occur),
+    so every row passes the gate and the cast is the whole rule: one byte lookup instead
+    of the gate's per-value counts (about 1 ms per 10,000 values, holding the GIL).
+    ``tests/ingest/test_number_gate.py`` checks the equivalence on random text.
+    """
+    if not len(arr) or arr.null_count:
+        return None
+    if not _PLAIN_FLOAT[_values_bytes(arr)].all():
+        return None
+    try:
+        return pc.cast(arr, pa.float64())
+    except pa.ArrowInvalid:  # "", ".", "1.2.3", "5-"...: the gate decides
+        return None
 
 
 def float_gate(arr: pa.Array) -> np.ndarray:

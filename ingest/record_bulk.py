@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from acid.errors import SerializationError
 from acid.partition_name import check_partition_value
 from acid.schema import HiveType, TableSchema
-from ingest.number_gate import float_gate, int_gate
+from ingest.number_gate import float_gate, int_gate, plain_float_cast
 from ingest.record_common import Encoded, EncodedBlock
 from ingest.record_convert import (
     INT_RANGES,
@@ -208,12 +208,15 @@ def convert_text(arr: pa.Array, t: HiveType, *, empty_is_null: bool) -> tuple[pa
         suspect |= _np_mask(pc.and_(pc.not_equal(arr, ""), pc.invert(ok)))
         return pc.cast(_where(ok, wide), t.to_arrow()), suspect
     if k in ("float", "double"):
-        gate = float_gate(arr)
-        vals = pc.cast(_keep(gate, arr), pa.float64())
+        vals = plain_float_cast(arr)  # the usual block: every value plain decimal text
+        if vals is None:
+            gate = float_gate(arr)
+            vals = pc.cast(_keep(gate, arr), pa.float64())
+            suspect |= outside(gate)
         if k == "float":
             # Via a double, as the row rule (Float.parseFloat would round once).
             vals = pc.cast(vals, pa.float32())
-        return vals, suspect | outside(gate)
+        return vals, suspect
     nonempty = pc.not_equal(arr, "")
     if k == "boolean":
         low = pc.utf8_lower(arr)

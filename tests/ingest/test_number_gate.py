@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.number_gate import FLOAT_PATTERN, INT_PATTERN, float_gate, int_gate
+from ingest.number_gate import FLOAT_PATTERN, INT_PATTERN, float_gate, int_gate, plain_float_cast
 
 _pieces = st.sampled_from(
     ["0", "1", "9", "12", "123456789", "+", "-", ".", "e", "E", "x", " ", "é", "٣", "\x00"]
@@ -69,3 +69,40 @@ def test_invalid_utf8_never_passes_a_gate() -> None:
     arr = pa.array([b"1\xff", b"\xff", b"12", b"-\xc3\xa9"], pa.binary()).view(pa.string())
     assert int_gate(arr)[0].tolist() == [False, False, True, False]
     assert float_gate(arr).tolist() == [False, False, True, False]
+
+
+_plain = st.lists(st.sampled_from(["0", "7", "42", "+", "-", "."]), max_size=8).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(_plain, _values), min_size=1, max_size=30),
+    st.booleans(),
+    st.integers(0, 3),
+)
+def test_plain_float_cast_is_the_gate_and_cast(
+    values: list[str | bytes | None], large: bool, cut: int
+) -> None:
+    """When the fast path answers, the gate passes every row and its cast is the same;
+    it answers for every NULL-free block of plain decimal text the gate passes whole."""
+    if any(isinstance(v, bytes) for v in values):
+        return
+    arr = _array(values, large)
+    if cut and len(arr) > 2 * cut:
+        arr = arr.slice(cut, len(arr) - 2 * cut)
+    got = plain_float_cast(arr)
+    gate = _reference(arr, FLOAT_PATTERN)
+    plain_bytes = all(set(v) <= set("0123456789.+-") for v in arr.to_pylist() if v is not None)
+    if got is None:
+        assert arr.null_count or not plain_bytes or not gate.all()
+        return
+    assert arr.null_count == 0 and gate.all()
+    assert got.equals(pc.cast(arr, pa.float64()))
+    assert got.to_pylist() == [float(v) for v in arr.to_pylist()]
+
+
+def test_plain_float_cast_leaves_odd_text_to_the_gate() -> None:
+    for values in (["1.5", "+-5"], ["1.5", ""], ["1e5"], ["1.5", None], ["inf"], ["1..2"]):
+        assert plain_float_cast(pa.array(values, pa.string())) is None
+    got = plain_float_cast(pa.array(["-.5", "+2", "5.", "007.25"], pa.string()))
+    assert got is not None and got.to_pylist() == [-0.5, 2.0, 5.0, 7.25]
