@@ -27,9 +27,7 @@ INT_PATTERN = r"^[+-]?[0-9]{1,18}$"
 FLOAT_PATTERN = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$"
 
 _PLUS, _MINUS, _DOT = 43, 45, 46
-# The bytes of plain decimal text: ASCII digits, '.', '+', '-'.
-_PLAIN_FLOAT = np.zeros(256, dtype=bool)
-_PLAIN_FLOAT[np.frombuffer(b"0123456789.+-", np.uint8)] = True
+_COMMA, _SLASH = 44, 47
 
 
 def _values_bytes(arr: pa.Array) -> np.ndarray:
@@ -120,7 +118,13 @@ def plain_float_cast(arr: pa.Array) -> pa.Array | None:
     """
     if not len(arr) or arr.null_count:
         return None
-    if not _PLAIN_FLOAT[_values_bytes(arr)].all():
+    data = _values_bytes(arr)
+    # '+' (43) .. '9' (57) but ',' and '/': three vector compares, no per-byte lookup.
+    if not (
+        bool(((data - np.uint8(_PLUS)) <= 57 - _PLUS).all())
+        and not (data == _COMMA).any()
+        and not (data == _SLASH).any()
+    ):
         return None
     try:
         return pc.cast(arr, pa.float64())
