@@ -397,8 +397,7 @@ class AcidFileWriter:
     def _write_arrow_inserts(self, write_id: int, start_rowid: int, rows: pa.StructArray) -> int:
         n = len(rows)
         if n and self._stitch is not None and self.splice_events:
-            if self._has_structs and rows.null_count != n:
-                rows = with_null_struct_children(rows)
+            rows = self._cleared_null_structs(rows)
             if not (self._has_timestamps and self._needs_exact(rows)):
                 # Only the rows go through pyarrow; the event columns are spliced in.
                 if self._exact is not None:
@@ -421,9 +420,8 @@ class AcidFileWriter:
         self, op: Any, owid: Any, bucket: Any, rowid: Any, cwid: Any, rows: pa.Array
     ) -> None:
         n = len(rows)
-        if self._has_structs and self._columnar and rows.null_count != n:
-            # pyarrow would write the children of NULL structs as values (acid.schema).
-            rows = with_null_struct_children(rows)
+        if self._columnar:
+            rows = self._cleared_null_structs(rows)
         table = pa.Table.from_arrays(
             [
                 pa.array(np.full(n, op, np.int32) if isinstance(op, int) else op, pa.int32()),
@@ -445,6 +443,13 @@ class AcidFileWriter:
             return
         writer: Any = self._arrow
         writer.write(table)
+
+    def _cleared_null_structs(self, rows: pa.Array) -> pa.Array:
+        """``rows`` with the children of NULL structs NULL too: pyarrow would write them
+        as values (``acid.schema``). The same array when there is nothing to clear."""
+        if self._has_structs and rows.null_count != len(rows):
+            return with_null_struct_children(rows)
+        return rows
 
     def _write_arrow_piece(self, table: pa.Table, run: InsertRun | None) -> None:
         """Stitched file: ``table`` into the current arrow piece, which pyarrow encodes

@@ -33,9 +33,11 @@ from acid.protobuf import (
     VARINT,
     Field,
     decode_fields,
+    decode_packed,
     encode_fields,
+    encode_packed,
     encode_varint,
-    read_varint,
+    fields_dict,
     zigzag_encode,
 )
 
@@ -200,19 +202,6 @@ def _stats(seqs: Sequence[_Seq], lo: int, hi: int) -> bytes:
 
 
 # ------------------------------------------------------------------------ splice
-def _packed(values: Sequence[int]) -> bytes:
-    return b"".join(encode_varint(v) for v in values)
-
-
-def _unpacked(buf: bytes) -> list[int]:
-    out = []
-    pos = 0
-    while pos < len(buf):
-        v, pos = read_varint(buf, pos)
-        out.append(v)
-    return out
-
-
 def _renumber_stream(fields: list[Field]) -> bytes:
     return encode_fields(
         [
@@ -238,14 +227,14 @@ def _column(seqs: tuple[_Seq, ...], rows: int, stride: int, kind: int, block: in
     """The streams of one event column (cached: four of the five are the same constants
     in every stripe of a write)."""
     raw, run_rows, run_offsets = _encode(list(seqs))
-    data = compress_chunks(raw, kind, block)
+    # Chunk by chunk (as compress_chunks cuts them), to know where each one starts.
+    pieces = [compress_chunks(raw[i : i + block], kind, block) for i in range(0, len(raw), block)]
+    data = b"".join(pieces)
     index = None
     if stride:
         chunks = [0]  # compressed start of each chunk of ``block`` uncompressed bytes
-        pos = 0
-        while kind and pos < len(data):
-            pos += 3 + ((data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16)) >> 1)
-            chunks.append(pos)
+        for p in pieces:
+            chunks.append(chunks[-1] + len(p))
         entries: list[Field] = []
         for start in range(0, rows, stride):
             i = bisect.bisect_right(run_rows, start) - 1
@@ -256,7 +245,7 @@ def _column(seqs: tuple[_Seq, ...], rows: int, stride: int, kind: int, block: in
             else:
                 positions = [offset, pending]
             entry: list[Field] = [
-                (1, LEN, _packed(positions)),
+                (1, LEN, encode_packed(positions)),
                 (2, LEN, _stats(seqs, start, min(start + stride, rows))),
             ]
             entries.append((1, LEN, encode_fields(entry)))
@@ -277,10 +266,11 @@ def _stripe(
     rows = int(info.get(5, 0))
     kind, block = tail.compression, tail.block_size
     footer = decode_fields(decompress_chunks(bytes(data[off + il + dl : off + il + dl + fl]), kind))
-    streams = [decode_fields(v) for n, _, v in footer if n == 1 and isinstance(v, bytes)]
+    raw_streams = [v for n, _, v in footer if n == 1 and isinstance(v, bytes)]
+    streams = [decode_fields(v) for v in raw_streams]
     encodings = [v for n, _, v in footer if n == 2 and isinstance(v, bytes)]
     described = [
-        (int(d.get(1, 0)), int(d.get(2, 0)), int(d.get(3, 0))) for d in map(_dict_of, streams)
+        (int(d.get(1, 0)), int(d.get(2, 0)), int(d.get(3, 0))) for d in map(fields_dict, streams)
     ]
     # Column 0's streams lead each section (ORC C++ writes columns in order).
     index_n = sum(1 for k, _, _ in described if k in _INDEX_KINDS)
@@ -299,7 +289,7 @@ def _stripe(
     new_index = [c.index for c in columns if c.index is not None]
     lead_index_len = sum(n for _, _, n in described[:lead_index])
     lead_data_len = sum(n for _, _, n in described[index_n:lead_data])
-    new_streams: list[bytes] = [encode_fields(s) for s in streams[:lead_index]]
+    new_streams: list[bytes] = raw_streams[:lead_index]  # column 0's, unchanged
     new_streams += [
         encode_fields([(1, VARINT, _ROW_INDEX), (2, VARINT, c), (3, VARINT, len(b))])
         for c, b in enumerate(new_index, 1)
@@ -332,10 +322,6 @@ def _stripe(
     return parts, il + added_index, dl + added_data, len(new_footer), stats
 
 
-def _dict_of(fields: list[Field]) -> dict[int, int | bytes]:
-    return {n: v for n, _, v in fields}
-
-
 @lru_cache(maxsize=64)
 def _event_types(types: tuple[bytes, ...]) -> tuple[bytes, ...]:
     """The piece's ``Type`` messages as the event file's: a root of six fields, the five
@@ -344,7 +330,7 @@ def _event_types(types: tuple[bytes, ...]) -> tuple[bytes, ...]:
     names_done = False
     for n, w, v in decode_fields(types[0]):
         if n == 2:
-            root.append((2, LEN, _packed(range(1, _EVENT_COLUMNS + 2))))
+            root.append((2, LEN, encode_packed(range(1, _EVENT_COLUMNS + 2))))
         elif n == 3:
             if not names_done:
                 root += [(3, LEN, name) for name in (*_NAMES, b"row")]
@@ -356,7 +342,7 @@ def _event_types(types: tuple[bytes, ...]) -> tuple[bytes, ...]:
         out.append(
             encode_fields(
                 [
-                    (2, LEN, _packed([c + _EVENT_COLUMNS for c in _unpacked(v)]))
+                    (2, LEN, encode_packed([c + _EVENT_COLUMNS for c in decode_packed(v)]))
                     if n == 2 and isinstance(v, bytes)
                     else (n, w, v)
                     for n, w, v in decode_fields(t)
@@ -390,7 +376,7 @@ def splice_insert_events(
         if n != 3 or not isinstance(v, bytes):
             continue
         info_fields = decode_fields(v)
-        info = _dict_of(info_fields)
+        info = fields_dict(info_fields)
         rows = int(info.get(5, 0))
         here = []
         rest = []

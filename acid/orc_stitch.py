@@ -38,6 +38,7 @@ from acid.protobuf import (
     decode_fields,
     encode_fields,
     encode_varint,
+    fields_dict,
     read_varint,
     zigzag_decode,
     zigzag_encode,
@@ -47,13 +48,6 @@ __all__ = ["StripeStitcher", "merge_column_statistics"]
 
 _HEADER = b"ORC"
 _I64_MAX = (1 << 63) - 1
-
-
-def _as_dict(fields: list[Field]) -> dict[int, int | bytes]:
-    out: dict[int, int | bytes] = {}
-    for num, _, v in fields:
-        out[num] = v
-    return out
 
 
 def _int(d: Mapping[int, int | bytes], key: int) -> int | None:
@@ -255,7 +249,7 @@ class _Stats:
         typed: dict[int, dict[int, int | bytes]] | None = None,
     ) -> None:
         self.blob = blob
-        self.top = _as_dict(decode_fields(blob)) if top is None else top
+        self.top = fields_dict(decode_fields(blob)) if top is None else top
         self.typed = typed if typed is not None else {}
 
     def sub(self, num: int) -> dict[int, int | bytes]:
@@ -263,7 +257,7 @@ class _Stats:
         d = self.typed.get(num)
         if d is None:
             raw = _bytes(self.top, num)
-            d = self.typed[num] = {} if raw is None else _as_dict(decode_fields(raw))
+            d = self.typed[num] = {} if raw is None else fields_dict(decode_fields(raw))
         return d
 
 
@@ -299,14 +293,14 @@ def _merge_stats(a: _Stats, b: _Stats) -> _Stats:
             fields = sorted(decode_fields(one), key=lambda f: f[0])
         else:
             fields = merge(fa, fb)
-        typed[num] = _as_dict(fields)
+        typed[num] = fields_dict(fields)
         out.append((num, LEN, encode_fields(fields)))
     if 10 in da or 10 in db:
         out.append((10, VARINT, int(bool(_int(da, 10)) or bool(_int(db, 10)))))
     if 11 in da or 11 in db:
         out.append((11, VARINT, (_int(da, 11) or 0) + (_int(db, 11) or 0)))
     out.sort(key=lambda f: f[0])
-    return _Stats(encode_fields(out), _as_dict(out), typed)
+    return _Stats(encode_fields(out), fields_dict(out), typed)
 
 
 # --------------------------------------------------------------------- stitcher
@@ -338,7 +332,7 @@ class StripeStitcher:
         """Register a piece whose stripes (its bytes after its own ``ORC`` header) the
         caller wrote at ``body_start``, ``body_length`` bytes long (the file header, for
         the first piece, is the caller's too)."""
-        footer = _as_dict(tail.footer_fields)
+        footer = fields_dict(tail.footer_fields)
         header = _int(footer, 1) or len(_HEADER)
         shift = body_start - header
         if self._template is not None:
@@ -359,7 +353,7 @@ class StripeStitcher:
                         ]
                     )
                 )
-                self.stripe_rows.append(int(_as_dict(sf).get(5, 0)))
+                self.stripe_rows.append(int(fields_dict(sf).get(5, 0)))
         stats = [_Stats(v) for num, _, v in tail.footer_fields if num == 7 and isinstance(v, bytes)]
         if self._stats is None:
             self._stats = stats

@@ -7,7 +7,7 @@ Hive ORC types (trap 10 of the spec: ``varchar(n)`` must not become ``string``).
 
 from __future__ import annotations
 
-from acid.protobuf import encode_varint
+from acid.protobuf import encode_packed, encode_varint
 from acid.schema import ACID_COLUMN_TYPES, ACID_COLUMNS, HiveType, TableSchema, parse_hive_type
 
 __all__ = ["event_type_messages"]
@@ -43,7 +43,7 @@ def event_type_messages(schema: TableSchema) -> list[bytes]:
         kids = [visit(c) for c in t.children]
         msg = _var_field(1, _KIND[t.kind])
         if kids:
-            msg += _len_field(2, b"".join(encode_varint(k) for k in kids))
+            msg += _len_field(2, encode_packed(kids))
         for name in t.field_names:
             msg += _len_field(3, name.encode())
         if t.kind in ("varchar", "char"):

@@ -8,6 +8,8 @@ the wire form: a message is a list of ``(field number, wire type, value)``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from acid.errors import AcidFormatError
 
 __all__ = [
@@ -17,8 +19,11 @@ __all__ = [
     "VARINT",
     "Field",
     "decode_fields",
+    "decode_packed",
     "encode_fields",
+    "encode_packed",
     "encode_varint",
+    "fields_dict",
     "read_varint",
     "zigzag_decode",
     "zigzag_encode",
@@ -116,3 +121,23 @@ def encode_fields(fields: list[Field]) -> bytes:
                 out += encode_varint(len(v))
             out += v
     return bytes(out)
+
+
+def fields_dict(fields: list[Field]) -> dict[int, int | bytes]:
+    """A message's fields by number; for a repeated field the last value wins."""
+    return {num: v for num, _, v in fields}
+
+
+def encode_packed(values: Iterable[int]) -> bytes:
+    """The payload of a packed repeated varint field (e.g. ``Type.subtypes``)."""
+    return b"".join(encode_varint(v) for v in values)
+
+
+def decode_packed(buf: bytes) -> list[int]:
+    """The values of a packed repeated varint field."""
+    out = []
+    pos = 0
+    while pos < len(buf):
+        v, pos = read_varint(buf, pos)
+        out.append(v)
+    return out

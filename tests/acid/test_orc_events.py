@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acid.errors import AcidFormatError
 from acid.file_writer import AcidFileWriter
 from acid.orc_events import InsertRun, splice_insert_events
 from acid.orc_tail import compress_chunks, parse_tail, tail_bytes
@@ -175,7 +176,7 @@ def test_runs_of_other_write_ids_and_several_stripes(codec: str) -> None:
 
 def test_runs_must_cover_the_piece() -> None:
     piece = _write([pa.table({"row": _rows(10)})])
-    with pytest.raises(Exception, match="do not cover"):
+    with pytest.raises(AcidFormatError, match="do not cover"):
         splice_insert_events(
             memoryview(piece), parse_tail(tail_bytes(piece)), [InsertRun(1, 0, 9)], 0
         )
