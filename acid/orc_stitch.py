@@ -36,10 +36,10 @@ from acid.protobuf import (
     VARINT,
     Field,
     decode_fields,
+    decode_packed,
     encode_fields,
-    encode_varint,
+    encode_packed,
     fields_dict,
-    read_varint,
     zigzag_decode,
     zigzag_encode,
 )
@@ -190,24 +190,14 @@ def _merge_bucket(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[
         if raw is None:
             v = _int(d, 1)  # an unpacked single count
             return [] if v is None else [v]
-        return _varints(raw)
+        return decode_packed(raw)
 
     ca, cb = counts(a), counts(b)
     n = max(len(ca), len(cb))
     total = [(ca[i] if i < len(ca) else 0) + (cb[i] if i < len(cb) else 0) for i in range(n)]
     if not total:
         return []
-    return [(1, LEN, b"".join(encode_varint(v) for v in total))]
-
-
-def _varints(raw: bytes) -> list[int]:
-    """The values of a packed repeated varint field."""
-    out = []
-    pos = 0
-    while pos < len(raw):
-        v, pos = read_varint(raw, pos)
-        out.append(v)
-    return out
+    return [(1, LEN, encode_packed(total))]
 
 
 def _merge_collection(a: dict[int, int | bytes], b: dict[int, int | bytes]) -> list[Field]:
