@@ -110,18 +110,21 @@ def parse_stream(
     writer: BoundRecordWriter, blocks: Iterable[Sequence[bytes]]
 ) -> Iterator[ParsedBlock]:
     """Each block of ``blocks`` parsed, the next one on a background thread while the
-    caller writes this one. Pulls at most one block ahead of the caller."""
+    caller writes this one. Pulls at most one block ahead of the caller.
+
+    The background thread also draws the blocks from ``blocks`` (one at a time, never
+    two threads at once): slicing a list of records or splitting lines costs the
+    writing thread nothing either. An error raised by ``blocks`` or by a parse reaches
+    the caller where it takes that block, after every block before it.
+    """
     it = iter(blocks)
-    with AheadParser(writer) as parser:
-        first = next(it, None)
-        parsed = None if first is None else parse_block(writer, first)
-        index = 0
-        while parsed is not None:
-            following = next(it, None)
-            if following is not None:
-                parser.ahead(index + 1, following)  # parses while the caller writes
+
+    def pull() -> ParsedBlock | None:
+        records = next(it, None)
+        return None if records is None else parse_block(writer, records)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="acidstream-parse") as pool:
+        future = pool.submit(pull)
+        while (parsed := future.result()) is not None:
+            future = pool.submit(pull)
             yield parsed
-            if following is None:
-                return
-            index += 1
-            parsed = parser.take(index, following)

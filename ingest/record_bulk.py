@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from acid.errors import SerializationError
 from acid.partition_name import check_partition_value
 from acid.schema import HiveType, TableSchema
-from ingest.number_gate import float_gate, int_gate, plain_float_cast
+from ingest.number_gate import float_gate, int_gate, plain_float_cast, plain_int_cast
 from ingest.record_common import Encoded, EncodedBlock
 from ingest.record_convert import (
     INT_RANGES,
@@ -52,6 +52,7 @@ __all__ = [
     "decode_utf8",
     "fit_text_array",
     "joined_lines",
+    "lacks",
     "round_decimal",
     "size_suspects",
 ]
@@ -191,6 +192,9 @@ def convert_text(arr: pa.Array, t: HiveType, *, empty_is_null: bool) -> tuple[pa
         return _np_mask(pc.and_(pc.not_equal(arr, ""), pa.array(~gate)))
 
     if k in INT_RANGES:
+        vals = plain_int_cast(arr, t.to_arrow())  # the usual block: every value plain digits
+        if vals is not None:
+            return vals, suspect
         gate, plus = int_gate(arr)
         clean = _keep(gate, arr)
         if plus:
@@ -437,6 +441,13 @@ def size_suspects(records: Sequence[bytes], limit: int) -> tuple[pa.Array, np.nd
 def contains(arr: pa.Array, needle: bytes | str) -> np.ndarray:
     """Rows of a binary/string array containing ``needle``."""
     return _np_mask(pc.match_substring(arr, needle))
+
+
+def lacks(data: bytes, word: bytes) -> bool:
+    """``word not in data``, answered by one ``memchr`` for its first byte when that byte
+    is absent (a multi-byte ``in`` costs 0.3-0.4 ms on a 0.5 MB block, holding the GIL;
+    ``memchr`` 10 us)."""
+    return word[:1] not in data or word not in data
 
 
 def joined_lines(records: Sequence[bytes], limit: int) -> tuple[bytes, np.ndarray] | None:

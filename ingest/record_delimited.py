@@ -27,6 +27,7 @@ from ingest.record_bulk import (
     convert_values,
     decode_utf8,
     joined_lines,
+    lacks,
     size_suspects,
 )
 from ingest.record_common import (
@@ -52,6 +53,9 @@ from ingest.record_convert import (
 )
 
 __all__ = ["StrictDelimitedInputWriter"]
+
+#: Column kinds the plain read parses as float64 itself (``_BoundDelimited._read_plain``).
+_PARSED_FLOATS = frozenset({"double", "float"})
 
 # LazySerDeParameters: the three configurable separators, then 4..8.
 _EXTRA_SEPARATORS = tuple(chr(b) for b in range(4, 9))
@@ -131,6 +135,11 @@ class _BoundDelimited:
     max_record_bytes: int
     arrow_schema: pa.Schema
 
+    @property
+    def parsed_floats(self) -> bool:
+        """Whether the plain read parses some column (``_read_plain``)."""
+        return any(t.kind in _PARSED_FLOATS for t in self.types)
+
     def encode(self, record: bytes) -> Encoded:
         if len(record) > self.max_record_bytes:
             check_record_size(record, self.max_record_bytes)
@@ -169,17 +178,14 @@ class _BoundDelimited:
         nbytes = -1 if quick is None else len(quick[0]) - len(records) + 1
         if quick is not None:
             # Every record is a plain line: one read; a wrong field count fails it.
-            try:
-                table = self._read(quick[0], names, longest=int(quick[1].max()))
-            except pa.ArrowInvalid:
-                table = None
+            table = self._read_plain(quick[0], names, longest=int(quick[1].max()))
         null = self.null_format.encode("utf-8", "surrogateescape")
         # A block whose bytes hold no null marker has no NULL field: no column is compared.
         nulls = True
         if table is not None and table.num_rows == len(records):
             suspect = np.zeros(len(records), dtype=bool)
             keep = np.arange(len(records), dtype=np.int64)
-            nulls = quick is not None and null in quick[0]
+            nulls = quick is not None and not lacks(quick[0], null)
         else:
             arr, suspect = size_suspects(records, self.max_record_bytes)
             nbytes = binary_nbytes(arr)
@@ -198,6 +204,9 @@ class _BoundDelimited:
         columns: list[pa.Array] = []
         for i, t in enumerate(self.types):
             raw = table.column(i).combine_chunks()
+            if raw.type == pa.float64():  # parsed by the read (``_read_plain``)
+                columns.append(raw if t.kind == "double" else pc.cast(raw, pa.float32()))
+                continue
             is_null = pc.equal(raw, null) if nulls else None
             if t.kind in VECTOR_KINDS:
                 if t.kind in BYTE_GATED_KINDS:
@@ -230,8 +239,45 @@ class _BoundDelimited:
         suspect[keep[row_suspect]] = True
         return assemble_bound(self, records, keep, columns, parts, suspect, nbytes=nbytes)
 
-    def _read(self, data: bytes, names: list[str], *, longest: int) -> pa.Table:
-        """One pyarrow.csv read: no quoting, no escapes, every field as raw bytes."""
+    def _read_plain(self, data: bytes, names: list[str], *, longest: int) -> pa.Table | None:
+        """The read of a block of plain lines, None when some line is not a full row.
+
+        ``double`` and ``float`` columns are parsed by the read itself, as Arrow's
+        ``float64`` (the floor's read does the same), instead of read as bytes and
+        converted afterwards: over finite results Arrow's parse is the row rule
+        (``Double.parseDouble``: decimal and exponent forms, a leading sign, surrounding
+        blanks; text Arrow refuses fails the read), and the null marker and the empty
+        field are NULL as ``encode`` makes them. Arrow also reads ``inf`` and ``nan``,
+        which Hive refuses: a block with a non-finite value, or one that fails this
+        read, is read again as bytes and converted value by value (``convert_text``).
+        """
+        if self.parsed_floats:
+            try:
+                table = self._read(data, names, longest=longest, floats=True)
+            except pa.ArrowInvalid:
+                table = None
+            if table is not None and all(
+                pc.all(pc.is_finite(table.column(i))).as_py() is not False
+                for i, t in enumerate(self.types)
+                if t.kind in _PARSED_FLOATS
+            ):
+                return table
+        try:
+            return self._read(data, names, longest=longest)
+        except pa.ArrowInvalid:
+            return None
+
+    def _read(
+        self, data: bytes, names: list[str], *, longest: int, floats: bool = False
+    ) -> pa.Table:
+        """One pyarrow.csv read: no quoting, no escapes, every field as raw bytes (with
+        ``floats``, ``double`` and ``float`` columns as ``float64``, the null marker and
+        the empty field as NULL)."""
+        types = dict.fromkeys(names, pa.binary())
+        if floats:
+            for i, t in enumerate(self.types):
+                if t.kind in _PARSED_FLOATS:
+                    types[names[i]] = pa.float64()
         return pa_csv.read_csv(
             io.BytesIO(data),
             read_options=pa_csv.ReadOptions(
@@ -248,8 +294,9 @@ class _BoundDelimited:
                 ignore_empty_lines=False,
             ),
             convert_options=pa_csv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.binary()),
-                null_values=[],
+                column_types=types,
+                # Only typed columns take NULLs from the read (bytes columns cannot).
+                null_values=[self.null_format, ""] if floats else [],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),

@@ -32,6 +32,7 @@ from ingest.record_bulk import (
     decode_utf8,
     fit_text_array,
     joined_lines,
+    lacks,
     round_decimal,
     size_suspects,
 )
@@ -277,12 +278,6 @@ class _Flag:
     value: bool = False
 
 
-def _lacks(data: bytes, word: bytes) -> bool:
-    """``word not in data``, answered by one ``memchr`` for its first byte when that byte
-    is absent (a multi-byte ``in`` costs 0.3-0.4 ms on a 0.5 MB block, ``memchr`` 10 us)."""
-    return word[:1] not in data or word not in data
-
-
 @dataclass(frozen=True, slots=True)
 class _BoundJson:
     names: tuple[str, ...]
@@ -431,8 +426,8 @@ class _BoundJson:
             self.strict_keys
             and not self.seen_extra_keys.value
             and b"\\" not in data
-            and _lacks(data, b"NaN")
-            and _lacks(data, b"Infinity")
+            and lacks(data, b"NaN")
+            and lacks(data, b"Infinity")
         ):
             try:
                 return self._read(data, threads=True, longest=longest, unknown="error")

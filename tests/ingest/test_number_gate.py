@@ -13,7 +13,16 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.number_gate import FLOAT_PATTERN, INT_PATTERN, float_gate, int_gate, plain_float_cast
+from acid.schema import HiveType
+from ingest.number_gate import (
+    FLOAT_PATTERN,
+    INT_PATTERN,
+    float_gate,
+    int_gate,
+    plain_float_cast,
+    plain_int_cast,
+)
+from ingest.record_convert import ConvError, primitive_text_conv
 
 _pieces = st.sampled_from(
     ["0", "1", "9", "12", "123456789", "+", "-", ".", "e", "E", "x", " ", "é", "٣", "\x00"]
@@ -106,3 +115,56 @@ def test_plain_float_cast_leaves_odd_text_to_the_gate() -> None:
         assert plain_float_cast(pa.array(values, pa.string())) is None
     got = plain_float_cast(pa.array(["-.5", "+2", "5.", "007.25"], pa.string()))
     assert got is not None and got.to_pylist() == [-0.5, 2.0, 5.0, 7.25]
+
+
+_digits = st.one_of(
+    st.lists(st.sampled_from(["0", "7", "9", "42", "-", "00"]), max_size=12).map("".join),
+    st.integers(-(2**70), 2**70).map(str),
+    st.sampled_from(["127", "128", "-128", "-129", "32767", "32768", "2147483647",
+                     "2147483648", "-2147483648", "-2147483649", "9223372036854775807",
+                     "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+                     "0" * 25 + "5", "-0", "", "-", "5-", "--5", "+5", " 5", "0x10"]),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(_digits, _values), min_size=1, max_size=30),
+    st.sampled_from(["tinyint", "smallint", "int", "bigint"]),
+    st.booleans(),
+    st.integers(0, 3),
+)
+def test_plain_int_cast_is_the_row_rule(
+    values: list[str | bytes | None], kind: str, large: bool, cut: int
+) -> None:
+    """When the fast path answers, the per-record rule takes every value to the same
+    integer (19 digits and more, leading zeros, ``-0``); it answers for every NULL-free
+    block of digits and ``-`` whose values the rule takes."""
+    if any(isinstance(v, bytes) for v in values):
+        return
+    arr = _array(values, large)
+    if cut and len(arr) > 2 * cut:
+        arr = arr.slice(cut, len(arr) - 2 * cut)
+    t = HiveType(kind)
+    rule = primitive_text_conv(t)
+    expected: list[int | None] = []
+    for v in arr.to_pylist():
+        try:
+            expected.append(None if v is None or v == "" else int(rule(v)))
+        except ConvError:
+            expected.append(None)
+    got = plain_int_cast(arr, t.to_arrow())
+    plain = all(v is not None and set(v) <= set("0123456789-") for v in arr.to_pylist())
+    if got is None:
+        assert not plain or None in expected
+        return
+    assert plain and got.type == t.to_arrow()
+    assert got.to_pylist() == expected
+
+
+def test_plain_int_cast_leaves_odd_text_to_the_gate() -> None:
+    for values in (["1", "+5"], ["1", ""], ["1", " 2"], ["0x10"], ["1", None], ["-"], ["1.0"]):
+        assert plain_int_cast(pa.array(values, pa.string()), pa.int32()) is None
+    assert plain_int_cast(pa.array(["2147483648"], pa.string()), pa.int32()) is None
+    got = plain_int_cast(pa.array(["-0", "007", "-2147483648", "0" * 30 + "9"]), pa.int32())
+    assert got is not None and got.to_pylist() == [0, 7, -2147483648, 9]

@@ -419,3 +419,63 @@ def test_plain_delimited_blocks_with_and_without_null_markers(with_nulls: bool) 
     assert block.partitions is not None
     parts = block.partitions.column("p")
     assert (parts[6].as_py(), parts[7].as_py()) == ((None, None) if with_nulls else ("p0", "p1"))
+
+
+FLOAT_SCHEMA = TableSchema.parse("f float, s string, d double, i int")
+FLOAT_BOUND = StrictDelimitedInputWriter(field_delimiter=",").bind(
+    FLOAT_SCHEMA, partition_columns=["p"]
+)
+
+
+# Texts Arrow's float parse reads (most of them), Hive's spellings and Arrow's own.
+FLOAT_TEXTS = [
+    "", "\\N", "0", "-0", "+5", " 1", "1 ", "\t2", "1e3", "1E-2", "+.5", "5.", "1e400",
+    "-1e400", "1e-400", "inf", "-inf", "INF", "infinity", "Infinity", "-Infinity", "nan", "NaN",
+    "-nan", "1.5f", "2d", "0x10", "3.4028236e38", "1e39", "12345678901234567890.5",
+]  # fmt: skip
+float_texts = st.one_of(
+    st.sampled_from(FLOAT_TEXTS),
+    st.from_regex(r"[+-]?[0-9]{1,20}(\.[0-9]{0,6})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+    st.from_regex(r"[+-]?[0-9]{1,6}\.[0-9]{1,6}", fullmatch=True),
+)
+
+
+@st.composite
+def full_float_lines(draw: st.DrawFn) -> bytes:
+    """Lines with every field present and no line break: plain lines, so the block's
+    float columns are parsed by the CSV read itself whenever every value reads."""
+
+    def field(values: st.SearchStrategy[str]) -> str:
+        return draw(values).replace(",", "").replace("\n", "").replace("\r", "")
+
+    fields = [field(float_texts), field(texts), field(float_texts), field(texts), field(texts)]
+    return ",".join(fields).encode("utf-8", "surrogatepass")
+
+
+@FAST
+@given(st.lists(full_float_lines(), min_size=1, max_size=12))
+def test_delimited_float_columns_parsed_by_the_read_match_rows(lines: list[bytes]) -> None:
+    """The read's own float parse (exponents, blanks, signs, overflow to infinity, the
+    ``inf``/``nan`` spellings Hive refuses, NULL markers, empty fields) gives exactly the
+    row path's values and rejections."""
+    assert_same(FLOAT_BOUND, lines)
+
+
+def test_plain_float_blocks_are_parsed_by_the_read_unless_a_value_is_not_finite() -> None:
+    """A plain block's double and float columns come typed out of the read; a block with
+    ``inf`` (which Arrow reads and Hive refuses) is read as bytes and decided per value."""
+    names = ["c0", "c1", "c2", "c3", "c4"]
+    bound = FLOAT_BOUND
+    lines = [b"1.5,a,2e3,1,p", b" -0.25 ,b,\\N,2,p", b",c,+.5,3,p"]
+    data = b"\n".join(lines)
+    table = bound._read_plain(data, names, longest=20)  # type: ignore[attr-defined]
+    assert table is not None
+    assert [table.column(k).type for k in (0, 2)] == [pa.float64(), pa.float64()]
+    assert table.column(0).to_pylist() == [1.5, -0.25, None]
+    assert table.column(2).to_pylist() == [2000.0, None, 0.5]
+    assert_same(bound, lines)
+    odd = [*lines, b"inf,d,1,4,p"]
+    table = bound._read_plain(b"\n".join(odd), names, longest=20)  # type: ignore[attr-defined]
+    assert table is not None and table.column(0).type == pa.binary()
+    block = assert_same(bound, odd)
+    assert [i for i, _ in block.rejected] == [3]
