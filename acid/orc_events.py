@@ -38,6 +38,7 @@ from acid.protobuf import (
     encode_packed,
     encode_varint,
     fields_dict,
+    read_varint,
     zigzag_encode,
 )
 
@@ -55,6 +56,7 @@ _DIRECT_V2 = encode_fields([(1, VARINT, 2), (2, VARINT, 0)])  # ColumnEncoding
 _ROW_INDEX, _DATA = 6, 1  # Stream.Kind
 _INDEX_KINDS = frozenset((6, 7, 8))  # ROW_INDEX, BLOOM_FILTER, BLOOM_FILTER_UTF8
 _RUN = 512  # RLEv2's longest run
+_SMALL_VARINTS = tuple(bytes((i,)) for i in range(0x80))  # one-byte varints
 _I64_MAX = (1 << 63) - 1
 
 
@@ -202,13 +204,40 @@ def _stats(seqs: Sequence[_Seq], lo: int, hi: int) -> bytes:
 
 
 # ------------------------------------------------------------------------ splice
-def _renumber_stream(fields: list[Field]) -> bytes:
+def _stream_fields(raw: bytes) -> tuple[int, int, int]:
+    """A ``Stream`` message's kind, column and length. ORC C++ writes the three fields in
+    order, kind and column one byte each: read so without a general decode."""
+    if len(raw) >= 6 and raw[0] == 0x08 and raw[2] == 0x10 and raw[4] == 0x18:
+        if raw[1] < 0x80 and raw[3] < 0x80:
+            length, end = read_varint(raw, 5)
+            if end == len(raw):
+                return raw[1], raw[3], length
+    d = fields_dict(decode_fields(raw))
+    return int(d.get(1, 0)), int(d.get(2, 0)), int(d.get(3, 0))
+
+
+def _renumber_stream(raw: bytes) -> bytes:
+    """A ``Stream`` message of a row column with its column moved past the event ones."""
+    if len(raw) >= 6 and raw[2] == 0x10 and 0 < raw[3] < 0x80 - _EVENT_COLUMNS and raw[0] == 0x08:
+        return raw[:3] + _SMALL_VARINTS[raw[3] + _EVENT_COLUMNS] + raw[4:]
     return encode_fields(
         [
             (n, w, v + _EVENT_COLUMNS if n == 2 and isinstance(v, int) and v else v)
-            for n, w, v in fields
+            for n, w, v in decode_fields(raw)
         ]
     )
+
+
+def _with_event_stats(stripe_stats: bytes, extra: Sequence[bytes]) -> bytes:
+    """A ``StripeStatistics`` message with the event columns' statistics after column
+    0's (its first field), the other fields kept byte for byte."""
+    key, pos = read_varint(stripe_stats, 0)
+    if key != (1 << 3 | LEN):
+        raise AcidFormatError("ORC stripe statistics that do not start with column 0's")
+    n, pos = read_varint(stripe_stats, pos)
+    end = pos + n
+    added = b"".join(b"\x0a" + encode_varint(len(e)) + e for e in extra)
+    return stripe_stats[:end] + added + stripe_stats[end:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,11 +296,8 @@ def _stripe(
     kind, block = tail.compression, tail.block_size
     footer = decode_fields(decompress_chunks(bytes(data[off + il + dl : off + il + dl + fl]), kind))
     raw_streams = [v for n, _, v in footer if n == 1 and isinstance(v, bytes)]
-    streams = [decode_fields(v) for v in raw_streams]
     encodings = [v for n, _, v in footer if n == 2 and isinstance(v, bytes)]
-    described = [
-        (int(d.get(1, 0)), int(d.get(2, 0)), int(d.get(3, 0))) for d in map(fields_dict, streams)
-    ]
+    described = [_stream_fields(v) for v in raw_streams]
     # Column 0's streams lead each section (ORC C++ writes columns in order).
     index_n = sum(1 for k, _, _ in described if k in _INDEX_KINDS)
     if any(k in _INDEX_KINDS for k, _, _ in described[index_n:]):
@@ -294,13 +320,13 @@ def _stripe(
         encode_fields([(1, VARINT, _ROW_INDEX), (2, VARINT, c), (3, VARINT, len(b))])
         for c, b in enumerate(new_index, 1)
     ]
-    new_streams += [_renumber_stream(s) for s in streams[lead_index:index_n]]
-    new_streams += [_renumber_stream(s) for s in streams[index_n:lead_data]]
+    new_streams += [_renumber_stream(s) for s in raw_streams[lead_index:index_n]]
+    new_streams += [_renumber_stream(s) for s in raw_streams[index_n:lead_data]]
     new_streams += [
         encode_fields([(1, VARINT, _DATA), (2, VARINT, c), (3, VARINT, len(o.data))])
         for c, o in enumerate(columns, 1)
     ]
-    new_streams += [_renumber_stream(s) for s in streams[lead_data:]]
+    new_streams += [_renumber_stream(s) for s in raw_streams[lead_data:]]
     fields: list[Field] = [(1, LEN, s) for s in new_streams]
     fields += [(2, LEN, encodings[0]), *((2, LEN, _DIRECT_V2) for _ in range(_EVENT_COLUMNS))]
     fields += [(2, LEN, e) for e in encodings[1:]]
@@ -406,8 +432,7 @@ def splice_insert_events(
     new_meta: list[Field] = []
     for (n, w, v), extra in zip(meta, stripe_stats, strict=True):
         assert isinstance(v, bytes)
-        cs = decode_fields(v)
-        new_meta.append((n, w, encode_fields([cs[0], *((1, LEN, e) for e in extra), *cs[1:]])))
+        new_meta.append((n, w, _with_event_stats(v, extra)))
     types = _event_types(tuple(v for n, _, v in footer if n == 4 and isinstance(v, bytes)))
     fields: list[Field] = []
     types_done = stats_done = stripes_done = False

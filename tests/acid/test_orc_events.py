@@ -127,6 +127,19 @@ def test_any_values_and_row_index_stride_match_orc_cpp(
     assert _spliced(runs, bucket, rows, **opts) == _pyarrow_whole(runs, bucket, rows, **opts)
 
 
+@pytest.mark.parametrize("width", [118, 122, 123, 130])
+def test_wide_rows_match_orc_cpp(width: int) -> None:
+    """Rows of so many columns that renumbered column ids need two-byte varints (a row
+    column from id 123 on lands at 128 or past it), in streams and statistics."""
+    n = 700
+    rows = pa.StructArray.from_arrays(
+        [pa.array(np.arange(n, dtype=np.int32) * k) for k in range(width)],
+        names=[f"c{k}" for k in range(width)],
+    )
+    runs = [InsertRun(3, 0, n)]
+    assert _spliced(runs, 536870912, rows) == _pyarrow_whole(runs, 536870912, rows)
+
+
 def test_writes_that_continue_each_other_match_one_encoder() -> None:
     # ORC C++'s encoder runs on across writes; so do the spliced columns.
     runs = [InsertRun(9, 0, 3000), InsertRun(9, 3000, 7001), InsertRun(9, 10_001, 4)]
