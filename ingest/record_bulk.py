@@ -38,6 +38,7 @@ from ingest.record_convert import (
 
 __all__ = [
     "BYTE_GATED_KINDS",
+    "JoinedLines",
     "assemble",
     "binary_nbytes",
     "block_arrow_type",
@@ -450,22 +451,68 @@ def lacks(data: bytes, word: bytes) -> bool:
     return word[:1] not in data or word not in data
 
 
-def joined_lines(records: Sequence[bytes], limit: int) -> tuple[bytes, np.ndarray] | None:
-    """The records joined by ``\\n`` and their lengths, when every record is a plain line:
-    non-empty, within ``limit``, without CR/LF. ``None`` otherwise (the caller then finds
-    the odd records one by one). Costs a few passes over the bytes, none per record."""
+class JoinedLines:
+    """A block of plain lines (non-empty, no CR/LF) joined by ``\\n`` for one Arrow read.
+
+    The lines' lengths are computed only when asked for: the usual question, whether
+    every line is shorter than some bound, is answered by a pass over the line breaks.
+    """
+
+    __slots__ = ("_breaks", "_lengths", "data")
+
+    def __init__(self, data: bytes, breaks: np.ndarray) -> None:
+        self.data = data
+        self._breaks = breaks  # data == b"\n", byte by byte
+        self._lengths: np.ndarray | None = None
+
+    def lengths(self) -> np.ndarray:
+        """Each line's length in bytes."""
+        if self._lengths is None:
+            nl = np.flatnonzero(self._breaks)
+            ends = np.append(nl, len(self.data))
+            self._lengths = ends - np.concatenate(([0], nl + 1))
+        return self._lengths
+
+    def longest_below(self, bound: int) -> bool:
+        """Whether every line is shorter than ``bound`` bytes.
+
+        A line of ``bound`` bytes or more holds a whole ``bound // 2``-byte chunk of the
+        block (chunks aligned at multiples of that size) with no line break in it, so
+        when every such chunk holds one, no line is that long."""
+        if len(self.data) < bound:
+            return True
+        c = bound // 2
+        if c >= 1:
+            k = len(self._breaks) // c
+            if bool(self._breaks[: k * c].reshape(k, c).any(axis=1).all()):
+                return True
+        return int(self.lengths().max()) < bound
+
+    def longest_bound(self) -> int:
+        """The longest line's length, or a bound above it that gives the same
+        :func:`block_read_size` (what a read of these lines needs to know)."""
+        size = block_read_size(len(self.data), 0)
+        return size - 1 if self.longest_below(size) else int(self.lengths().max())
+
+
+def joined_lines(records: Sequence[bytes], limit: int) -> JoinedLines | None:
+    """The records joined by ``\\n``, when every record is a plain line: non-empty, within
+    ``limit``, without CR/LF. ``None`` otherwise (the caller then finds the odd records one
+    by one). Costs a few passes over the bytes, none per record."""
     n = len(records)
     if not n:
         return None
     data = b"\n".join(records)
-    nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-    if len(nl) != n - 1 or data.find(b"\r") >= 0:
+    breaks = np.frombuffer(data, dtype=np.uint8) == 10
+    if int(np.count_nonzero(breaks)) != n - 1 or data.find(b"\r") >= 0:
         return None
-    ends = np.append(nl, len(data))
-    lengths = ends - np.concatenate(([0], nl + 1))
-    if lengths.min() == 0 or lengths.max() > limit:
+    # An empty record: first, last, or two line breaks in a row.
+    if not records[0] or not records[-1] or bool((breaks[1:] & breaks[:-1]).any()):
         return None
-    return data, lengths
+    lines = JoinedLines(data, breaks)
+    if len(data) > limit and not lines.longest_below(limit + 1):
+        return None
+    return lines
 
 
 def binary_nbytes(arr: pa.Array) -> int:

@@ -175,17 +175,17 @@ class _BoundDelimited:
         names = [f"c{i}" for i in range(n_inputs)]
         table: pa.Table | None = None
         quick = joined_lines(records, self.max_record_bytes)
-        nbytes = -1 if quick is None else len(quick[0]) - len(records) + 1
+        nbytes = -1 if quick is None else len(quick.data) - len(records) + 1
         if quick is not None:
             # Every record is a plain line: one read; a wrong field count fails it.
-            table = self._read_plain(quick[0], names, longest=int(quick[1].max()))
+            table = self._read_plain(quick.data, names, longest=quick.longest_bound())
         null = self.null_format.encode("utf-8", "surrogateescape")
         # A block whose bytes hold no null marker has no NULL field: no column is compared.
         nulls = True
         if table is not None and table.num_rows == len(records):
             suspect = np.zeros(len(records), dtype=bool)
             keep = np.arange(len(records), dtype=np.int64)
-            nulls = quick is not None and not lacks(quick[0], null)
+            nulls = quick is not None and not lacks(quick.data, null)
         else:
             arr, suspect = size_suspects(records, self.max_record_bytes)
             nbytes = binary_nbytes(arr)

@@ -19,6 +19,7 @@ import pyarrow.json as pa_json
 from acid.errors import ConfigError
 from acid.schema import HiveType, TableSchema
 from ingest.record_bulk import (
+    JoinedLines,
     assemble,
     binary_nbytes,
     block_arrow_type,
@@ -343,9 +344,9 @@ class _BoundJson:
             return self._assemble(records, None, [], [], np.ones(n, dtype=bool))
         table: pa.Table | None = None
         quick = joined_lines(records, self.max_record_bytes)
-        nbytes = -1 if quick is None else len(quick[0]) - n + 1
-        if quick is not None and self._plain(records, *quick):
-            table = self._read_plain(*quick)
+        nbytes = -1 if quick is None else len(quick.data) - n + 1
+        if quick is not None and self._plain(records, quick):
+            table = self._read_plain(quick)
         if table is not None and table.num_rows == n:
             suspect = np.zeros(n, dtype=bool)
             rows_idx = np.arange(n, dtype=np.int64)
@@ -400,18 +401,19 @@ class _BoundJson:
         suspect[rows_idx[row_suspect]] = True
         return self._assemble(records, rows_idx, columns, parts, suspect, nbytes=nbytes)
 
-    def _plain(self, records: Sequence[bytes], data: bytes, lengths: np.ndarray) -> bool:
+    def _plain(self, records: Sequence[bytes], lines: JoinedLines) -> bool:
         """Whether the whole block may be read at once: valid UTF-8 (pyarrow.json does not
         check), no bracket-heavy record."""
         try:
-            data.decode("utf-8")
+            lines.data.decode("utf-8")
         except UnicodeDecodeError:
             return False
-        return not any(
-            _bracket_heavy(records[i]) for i in np.flatnonzero(lengths > _BRACKET_LIMIT).tolist()
-        )
+        if lines.longest_below(_BRACKET_LIMIT + 1):
+            return True
+        long_ones = np.flatnonzero(lines.lengths() > _BRACKET_LIMIT).tolist()
+        return not any(_bracket_heavy(records[i]) for i in long_ones)
 
-    def _read_plain(self, data: bytes, lengths: np.ndarray) -> pa.Table | None:
+    def _read_plain(self, lines: JoinedLines) -> pa.Table | None:
         """Read a plain block at once, or None when some record needs the row path.
 
         A key needing the row path (a case variant of a column name, ``_colN``, a key
@@ -421,7 +423,7 @@ class _BoundJson:
         as a tenth of the parse. Other blocks (and every block once one held extra keys)
         take the regex check and read with unknown keys ignored.
         """
-        longest = int(lengths.max())
+        data, longest = lines.data, lines.longest_bound()
         if (
             self.strict_keys
             and not self.seen_extra_keys.value

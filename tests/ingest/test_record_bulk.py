@@ -479,3 +479,52 @@ def test_plain_float_blocks_are_parsed_by_the_read_unless_a_value_is_not_finite(
     assert table is not None and table.column(0).type == pa.binary()
     block = assert_same(bound, odd)
     assert [i for i, _ in block.rejected] == [3]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=8),
+            st.integers(0, 3000).map(lambda k: b"x" * k),
+            st.sampled_from([b"", b"a\nb", b"a\r", b"\n", b"ok"]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(1, 4000),
+    st.integers(1, 5000),
+)
+def test_joined_lines_answer_as_the_lengths_do(
+    records: list[bytes], bound: int, limit: int
+) -> None:
+    """``joined_lines`` takes exactly the blocks of plain lines within the limit, and its
+    line-length answers (a pass over the breaks, lengths only on demand) are the exact ones."""
+    from ingest.record_bulk import block_read_size, joined_lines
+
+    lengths = [len(r) for r in records]
+    plain = all(r and b"\n" not in r and b"\r" not in r for r in records)
+    lines = joined_lines(records, limit)
+    if not plain or max(lengths) > limit:
+        assert lines is None
+        return
+    assert lines is not None and lines.data == b"\n".join(records)
+    assert lines.longest_below(bound) == (max(lengths) < bound)
+    assert lines.lengths().tolist() == lengths
+    fresh = joined_lines(records, limit)
+    assert fresh is not None
+    nbytes = len(fresh.data)
+    assert block_read_size(nbytes, fresh.longest_bound()) == block_read_size(nbytes, max(lengths))
+    assert fresh.longest_bound() >= max(lengths)
+
+
+def test_a_line_longer_than_the_read_size_sets_the_read_size() -> None:
+    from ingest.record_bulk import block_read_size, joined_lines
+
+    short = [b"y" * 50] * 3000
+    lines = joined_lines(short, 1 << 24)
+    assert lines is not None and lines.longest_bound() == block_read_size(len(lines.data), 0) - 1
+    long_block = [*short[:1000], b"z" * 70_000, *short[1000:]]
+    lines = joined_lines(long_block, 1 << 24)
+    assert lines is not None and lines.longest_bound() == 70_000
+    assert joined_lines(long_block, 69_999) is None
