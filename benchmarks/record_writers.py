@@ -12,7 +12,10 @@ The ``*-connection`` scenarios measure the path users take, end to end: the same
 ``StreamingConnection.write_block`` in 10,000-row txns, transaction batches of 10, committed to a
 table (the targets of issue 17 apply to them), each block parsed by
 ``StreamingConnection.parse_ahead`` while the one before commits, as ``acidstream ingest`` does;
-a note prints ``write_block`` parsing each block itself (no overlap) against the same floor. The table's ``orc.compress`` is the floor's codec
+a note prints ``write_block`` parsing each block itself (no overlap) against the same floor.
+Each repetition runs the floor and the connection back to back (the order alternating) and
+each side keeps its best, so a machine whose speed drifts during the run moves both alike.
+The table's ``orc.compress`` is the floor's codec
 (``NONE``: pyarrow's default is uncompressed), so both sides do the same file work; each
 scenario also prints, with no target, Hive's default ``ZLIB`` and ``SNAPPY`` tables against a
 floor writing the same codec. ``ingest`` runs ``acidstream ingest`` on a 1,000,000-line JSON
@@ -34,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -213,38 +217,58 @@ def _fresh_table(root: str, codec: str) -> Any:
     return store
 
 
-def _connection_seconds(
-    kind: str, lines: list[bytes], repeat: int, codec: str, *, ahead: bool = True
-) -> float:
-    """Best wall time of the lines through ``StreamingConnection.write_block`` into a fresh
+def _connection_once(kind: str, lines: list[bytes], codec: str, *, ahead: bool = True) -> float:
+    """Wall time of the lines through ``StreamingConnection.write_block`` into a fresh
     table with ``orc.compress`` = ``codec`` (10,000-row txns, batches of 10, committed),
     each block parsed by ``parse_ahead`` while the one before commits (``ahead``, what
     ``acidstream ingest`` does) or by ``write_block`` itself."""
     from ingest.connection import StreamingConnection, StreamingOptions
 
     n = len(lines)
-    times = []
-    for _ in range(repeat):
-        root = tempfile.mkdtemp(prefix="acid_rw_")
-        store = _fresh_table(root, codec)  # setup, not timed
-        try:
-            t0 = time.perf_counter()
-            with StreamingConnection(
-                "t", record_writer=_writer(kind), store=store,
-                options=StreamingOptions(txns_per_batch=10, housekeeping_interval_s=None),
-            ) as conn:  # fmt: skip
-                blocks = (lines[i : i + 10_000] for i in range(0, n, 10_000))
-                for block in conn.parse_ahead(blocks) if ahead else blocks:
-                    conn.begin_transaction()
-                    res = conn.write_block(block)
-                    if res.rejected:
-                        raise SystemExit(f"[{kind}] {len(res.rejected)} lines rejected")
-                    conn.commit_transaction()
-            times.append(time.perf_counter() - t0)
-        finally:
-            store.close()
-            shutil.rmtree(root, ignore_errors=True)
-    return min(times)
+    root = tempfile.mkdtemp(prefix="acid_rw_")
+    store = _fresh_table(root, codec)  # setup, not timed
+    try:
+        t0 = time.perf_counter()
+        with StreamingConnection(
+            "t", record_writer=_writer(kind), store=store,
+            options=StreamingOptions(txns_per_batch=10, housekeeping_interval_s=None),
+        ) as conn:  # fmt: skip
+            blocks = (lines[i : i + 10_000] for i in range(0, n, 10_000))
+            for block in conn.parse_ahead(blocks) if ahead else blocks:
+                conn.begin_transaction()
+                res = conn.write_block(block)
+                if res.rejected:
+                    raise SystemExit(f"[{kind}] {len(res.rejected)} lines rejected")
+                conn.commit_transaction()
+        return time.perf_counter() - t0
+    finally:
+        store.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _paired_best(
+    floor: Callable[[], object], ours: Callable[[], float], repeat: int
+) -> tuple[float, float]:
+    """Best wall times of ``floor`` and ``ours``, measured back to back in each of
+    ``repeat`` rounds (the order alternating), so a machine that speeds up or slows down
+    during the run moves both sides alike."""
+    floor_times: list[float] = []
+    ours_times: list[float] = []
+    for k in range(repeat):
+        for side in ("floor", "ours") if k % 2 == 0 else ("ours", "floor"):
+            if side == "floor":
+                t = time.perf_counter()
+                floor()
+                floor_times.append(time.perf_counter() - t)
+            else:
+                ours_times.append(ours())
+    return min(floor_times), min(ours_times)
+
+
+def _floor_fn(kind: str, lines: list[bytes], *, codec: str | None = None) -> Callable[[], None]:
+    data = b"\n".join(lines)
+    strings = pa.array(lines, pa.binary()).cast(pa.string())
+    return lambda: _orc_event_write(_arrow_parse(kind, data, strings), codec=codec)
 
 
 def bench_connection(kind: str, n: int, repeat: int) -> Result:
@@ -255,16 +279,21 @@ def bench_connection(kind: str, n: int, repeat: int) -> Result:
     uncompressed). Hive's default ZLIB and SNAPPY tables are printed against floors writing
     their codec, with no target."""
     lines = _lines(kind, n)
-    floor_s = _floor_seconds(kind, lines, repeat)
-    ours = _connection_seconds(kind, lines, repeat, "NONE")
-    plain = _connection_seconds(kind, lines, repeat, "NONE", ahead=False)
+    floor = _floor_fn(kind, lines)
+    floor_s, ours = _paired_best(floor, lambda: _connection_once(kind, lines, "NONE"), repeat)
+    plain_floor, plain = _paired_best(
+        floor, lambda: _connection_once(kind, lines, "NONE", ahead=False), repeat
+    )
     notes = [
         f"write_block alone, each block parsed when written: {n / plain:,.0f} rows/s, "
-        f"{floor_s / plain:.2f} of the floor (no target)"
+        f"{plain_floor / plain:.2f} of the floor (no target)"
     ]
     for codec in ("ZLIB", "SNAPPY"):
-        f = _floor_seconds(kind, lines, repeat, codec=codec)
-        o = _connection_seconds(kind, lines, repeat, codec)
+        f, o = _paired_best(
+            _floor_fn(kind, lines, codec=codec),
+            partial(_connection_once, kind, lines, codec),
+            repeat,
+        )
         notes.append(
             f"orc.compress={codec}: {n / o:,.0f} rows/s vs a {codec} floor "
             f"{n / f:,.0f} rows/s: {f / o:.2f} (no target)"
