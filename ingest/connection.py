@@ -702,14 +702,11 @@ class StreamingConnection:
                 return [(w, w.write_footer()) for w in self._files.values()]
 
             footers = self._storage_step(b, write_footers)
-            # The files' fdatasyncs run on the sync thread while the metastore runs the
-            # commit's statements; then, inside the commit's DB transaction and before its
-            # COMMIT, the side files get the new lengths (durably, after the data).
+            # The files' fdatasyncs, then, inside the commit's DB transaction and before
+            # its COMMIT, the side files get the new lengths (durably, after the data).
             synced = None
             if footers:
-                synced = _Sync(
-                    self._sync_thread().submit(_sync_data, [w for w, _ in footers]), footers
-                )
+                synced = _Sync(self._start_sync([w for w, _ in footers]), footers)
             try:
                 b.commit(
                     partitions=sorted(self._touched), key=key, value=value,
@@ -733,10 +730,28 @@ class StreamingConnection:
                 self._files.clear()
                 self._row_ids.clear()
 
-    def _sync_thread(self) -> ThreadPoolExecutor:
+    def _start_sync(self, files: Sequence[AcidFileWriter]) -> Future[None]:
+        """Start the files' data ``fdatasync``s for a commit.
+
+        A metastore server (PostgreSQL) runs the commit's statements while the sync thread
+        waits for the disk. The embedded SQLite metastore runs them in microseconds, so the
+        writing thread syncs the files itself before the commit begins: handing the work
+        to a thread and back cost more than the overlap saved (the waking thread contends
+        for the interpreter lock with a parse running ahead), and the database's write
+        lock is not held across the wait.
+        """
+        if self._store.database.serialises_writers:
+            done: Future[None] = Future()
+            try:
+                _sync_data(files)
+            except OSError as e:  # raised where the commit waits for it (``_synced``)
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+            return done
         if self._syncer is None:
             self._syncer = ThreadPoolExecutor(1, thread_name_prefix="acidstream-sync")
-        return self._syncer
+        return self._syncer.submit(_sync_data, files)
 
     def _synced(self, b: TransactionBatch, synced: _Sync) -> None:
         """Wait for the files' sync, then record each new footer in its side file (once);
@@ -814,8 +829,8 @@ class StreamingConnection:
 
 @dataclass(slots=True)
 class _Sync:
-    """A commit's files being made durable: the sync thread's ``fdatasync``s, then the
-    footers to record in the side files (once, by the writing thread)."""
+    """A commit's files being made durable: their ``fdatasync``s (``_start_sync``), then
+    the footers to record in the side files (once, by the writing thread)."""
 
     data: Future[None]
     footers: Sequence[tuple[AcidFileWriter, int]]
@@ -823,8 +838,8 @@ class _Sync:
 
 
 def _sync_data(files: Sequence[AcidFileWriter]) -> None:
-    """Make each file durable up to its new footer (the sync thread; the writing thread
-    waits for it before recording the footers and committing)."""
+    """Make each file durable up to its new footer (the sync thread or the writing thread;
+    the writing thread waits for it before recording the footers and committing)."""
     for w in files:
         w.sync_data()
 
