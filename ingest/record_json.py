@@ -374,10 +374,14 @@ class _BoundJson:
         for i, t in enumerate(self.types):
             col = table.column(i).combine_chunks()
             if t.kind in INT_RANGES:
-                lo, hi = INT_RANGES[t.kind]
-                ok = pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi))
-                row_suspect |= _false_where_null(pc.invert(ok))
-                col = pc.cast(pc.if_else(ok, col, pa.nulls(len(col), col.type)), t.to_arrow())
+                try:
+                    # A checked cast: the usual block, every value in range, in one kernel.
+                    col = pc.cast(col, t.to_arrow())
+                except pa.ArrowInvalid:
+                    lo, hi = INT_RANGES[t.kind]
+                    ok = pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi))
+                    row_suspect |= _false_where_null(pc.invert(ok))
+                    col = pc.cast(pc.if_else(ok, col, pa.nulls(len(col), col.type)), t.to_arrow())
             elif t.kind == "float":
                 col = pc.cast(col, pa.float32())
             elif t.kind == "decimal":
