@@ -80,6 +80,17 @@ def test_invalid_utf8_never_passes_a_gate() -> None:
     assert float_gate(arr).tolist() == [False, False, True, False]
 
 
+def _text_array(values: list[str | bytes | None], large: bool, cut: int) -> pa.Array | None:
+    """A string array of ``values`` (None when some value is bytes), sliced by ``cut`` on
+    both ends when long enough (offsets that do not start at 0)."""
+    if any(isinstance(v, bytes) for v in values):
+        return None
+    arr = _array(values, large)
+    if cut and len(arr) > 2 * cut:
+        arr = arr.slice(cut, len(arr) - 2 * cut)
+    return arr
+
+
 _plain = st.lists(st.sampled_from(["0", "7", "42", "+", "-", "."]), max_size=8).map("".join)
 
 
@@ -94,11 +105,9 @@ def test_plain_float_cast_is_the_gate_and_cast(
 ) -> None:
     """When the fast path answers, the gate passes every row and its cast is the same;
     it answers for every NULL-free block of plain decimal text the gate passes whole."""
-    if any(isinstance(v, bytes) for v in values):
+    arr = _text_array(values, large, cut)
+    if arr is None:
         return
-    arr = _array(values, large)
-    if cut and len(arr) > 2 * cut:
-        arr = arr.slice(cut, len(arr) - 2 * cut)
     got = plain_float_cast(arr)
     gate = _reference(arr, FLOAT_PATTERN)
     plain_bytes = all(set(v) <= set("0123456789.+-") for v in arr.to_pylist() if v is not None)
@@ -140,19 +149,19 @@ def test_plain_int_cast_is_the_row_rule(
     """When the fast path answers, the per-record rule takes every value to the same
     integer (19 digits and more, leading zeros, ``-0``); it answers for every NULL-free
     block of digits and ``-`` whose values the rule takes."""
-    if any(isinstance(v, bytes) for v in values):
+    arr = _text_array(values, large, cut)
+    if arr is None:
         return
-    arr = _array(values, large)
-    if cut and len(arr) > 2 * cut:
-        arr = arr.slice(cut, len(arr) - 2 * cut)
     t = HiveType(kind)
     rule = primitive_text_conv(t)
     expected: list[int | None] = []
     for v in arr.to_pylist():
         try:
-            expected.append(None if v is None or v == "" else int(rule(v)))
+            value = None if v is None or v == "" else rule(v)
         except ConvError:
-            expected.append(None)
+            value = None
+        assert value is None or isinstance(value, int)
+        expected.append(value)
     got = plain_int_cast(arr, t.to_arrow())
     plain = all(v is not None and set(v) <= set("0123456789-") for v in arr.to_pylist())
     if got is None:
