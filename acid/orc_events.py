@@ -204,21 +204,33 @@ def _stats(seqs: Sequence[_Seq], lo: int, hi: int) -> bytes:
 
 
 # ------------------------------------------------------------------------ splice
+def _plain_stream(raw: bytes) -> bool:
+    """Whether a ``Stream`` message has the shape ORC C++ writes for small schemas: kind,
+    column and length in that order, kind and column one byte each. Such a message is
+    read and renumbered in place; any other goes through the general codec."""
+    return (
+        len(raw) >= 6
+        and raw[0] == 0x08
+        and raw[1] < 0x80
+        and raw[2] == 0x10
+        and raw[3] < 0x80
+        and raw[4] == 0x18
+    )
+
+
 def _stream_fields(raw: bytes) -> tuple[int, int, int]:
-    """A ``Stream`` message's kind, column and length. ORC C++ writes the three fields in
-    order, kind and column one byte each: read so without a general decode."""
-    if len(raw) >= 6 and raw[0] == 0x08 and raw[2] == 0x10 and raw[4] == 0x18:
-        if raw[1] < 0x80 and raw[3] < 0x80:
-            length, end = read_varint(raw, 5)
-            if end == len(raw):
-                return raw[1], raw[3], length
+    """A ``Stream`` message's kind, column and length."""
+    if _plain_stream(raw):
+        length, end = read_varint(raw, 5)
+        if end == len(raw):
+            return raw[1], raw[3], length
     d = fields_dict(decode_fields(raw))
     return int(d.get(1, 0)), int(d.get(2, 0)), int(d.get(3, 0))
 
 
 def _renumber_stream(raw: bytes) -> bytes:
     """A ``Stream`` message of a row column with its column moved past the event ones."""
-    if len(raw) >= 6 and raw[2] == 0x10 and 0 < raw[3] < 0x80 - _EVENT_COLUMNS and raw[0] == 0x08:
+    if _plain_stream(raw) and 0 < raw[3] < 0x80 - _EVENT_COLUMNS:
         return raw[:3] + _SMALL_VARINTS[raw[3] + _EVENT_COLUMNS] + raw[4:]
     return encode_fields(
         [

@@ -188,21 +188,10 @@ def bench_encode_block(kind: str, n: int, repeat: int) -> Result:
     if parsed.num_rows != n:
         raise SystemExit(f"[{kind}] the floor parsed {parsed.num_rows} rows")
 
-    def floor() -> None:
-        _orc_event_write(_arrow_parse(kind, data, strings))
-
-    floor_s = _best(floor, repeat)
+    floor_s = _best(_floor_fn(kind, lines), repeat)
     ours = _best(lambda: bound.encode_block(lines), repeat)
     with_write = _best(lambda: _orc_event_write(bound.encode_block(lines).table), repeat)
     return Result(f"{kind} encode_block", n, ours, floor_s, TARGETS[kind], with_write)
-
-
-def _floor_seconds(
-    kind: str, lines: list[bytes], repeat: int, *, codec: str | None = None
-) -> float:
-    data = b"\n".join(lines)
-    strings = pa.array(lines, pa.binary()).cast(pa.string())
-    return _best(lambda: _orc_event_write(_arrow_parse(kind, data, strings), codec=codec), repeat)
 
 
 def _fresh_table(root: str, codec: str) -> Any:
@@ -266,6 +255,8 @@ def _paired_best(
 
 
 def _floor_fn(kind: str, lines: list[bytes], *, codec: str | None = None) -> Callable[[], None]:
+    """The floor on ``lines``: Arrow's parse of them (joined beforehand, not timed) and a
+    pyarrow ORC write of the rows in the ACID event shape (``_orc_event_write``)."""
     data = b"\n".join(lines)
     strings = pa.array(lines, pa.binary()).cast(pa.string())
     return lambda: _orc_event_write(_arrow_parse(kind, data, strings), codec=codec)
@@ -321,7 +312,7 @@ def bench_ingest_cli(_n: int, repeat: int) -> Result:
     printed) vs the Arrow floor on the same lines. No target in the issue: reported."""
     n = 1_000_000
     lines = _lines("json", n)
-    floor_s = _floor_seconds("json", lines, repeat)
+    floor_s = _best(_floor_fn("json", lines), repeat)
     root = tempfile.mkdtemp(prefix="acid_ingest_")
     try:
         src = os.path.join(root, "in.jsonl")

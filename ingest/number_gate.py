@@ -136,7 +136,8 @@ def plain_float_cast(arr: pa.Array) -> pa.Array | None:
     Over those bytes Arrow's cast accepts exactly what ``FLOAT_PATTERN`` matches (at
     most one leading sign, at most one dot, at least one digit; no exponent can occur),
     so every row passes the gate and the cast is the whole rule: three vector compares
-    over the bytes instead of the gate's per-value counts (about 1 ms per 10,000 values, holding the GIL).
+    over the bytes instead of the gate's per-value counts (about 1 ms per 10,000 values,
+    holding the GIL).
     ``tests/ingest/test_number_gate.py`` checks the equivalence on random text.
     """
     if not len(arr) or arr.null_count:

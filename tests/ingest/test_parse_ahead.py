@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,3 +237,24 @@ def test_ingest_positions_are_formatted_on_demand() -> None:
     assert list(pos[1:]) == ["in.jsonl:17", "in.jsonl:40"] and list(pos) == [
         "in.jsonl:0", "in.jsonl:17", "in.jsonl:40"
     ]  # fmt: skip
+
+
+def test_an_error_of_the_block_source_reaches_the_caller_where_it_takes_that_block() -> None:
+    """The parse thread draws the blocks: an error the caller's iterable raises (a file
+    that cannot be read, say) reaches the caller at the block it stands for, after every
+    block before it, and the thread ends."""
+    from acid.schema import TableSchema
+
+    bound = StrictJsonWriter().bind(TableSchema.parse("id int, msg string"))
+
+    def source() -> Iterator[list[bytes]]:
+        for k in range(2):
+            yield [json.dumps({"id": k, "msg": "m"}).encode()]
+        raise OSError("input went away")
+
+    got = []
+    with pytest.raises(OSError, match="input went away"):
+        for parsed in parse_stream(bound, source()):
+            got.append(parsed.encoded.table.column("id").to_pylist())
+    assert got == [[0], [1]]
+    assert not [t for t in threading.enumerate() if t.name.startswith("acidstream-parse")]
