@@ -20,21 +20,24 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from acid.errors import AcidStreamError, TableNotFoundError
+from acid.errors import AcidStreamError, ConfigError, TableNotFoundError
 from acid.list_bucketing import SkewedInfo
 from acid.partitions import PartitionValues
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
+from acid.table_name import DEFAULT_DB
 from txn.config import StoreConfig
 from txn.namespaces import check_table_namespace, resolve_read, scan_read
 
 if TYPE_CHECKING:
     from sources.acid_table_txn import AcidReadTxn
+    from txn.catalog import TableDef
 
 __all__ = [
     "NoSnapshotWarning",
     "ReadTarget",
+    "find_registered",
     "iter_table_batches",
     "read_table",
     "resolve",
@@ -120,18 +123,19 @@ def resolve(
     link_source: str | None = None
     try:
         partition: str | None = None
+        registered: str | None = None
         if is_path:
-            _storage, path = Storage.for_path(name_or_path)
-            location = path if "://" not in name_or_path else name_or_path
-            found = store.find_location(location)
+            found = find_registered(store, name_or_path)
             if found is None:
                 return ReadTarget(name_or_path, "path", write_ids=write_ids, txns=txns)
-            table, partition = found
+            table, partition, registered = found
             check_table_namespace(store, table.db, namespace=namespace)
         else:
             ref = resolve_read(store, name_or_path, namespace=namespace)
             table = store.get_table(ref.table.db, ref.table.table)
             link_parts, link_source = ref.partitions, ref.source
+        if write_ids is not None:
+            _check_snapshot_table(write_ids, table.full_name)
         skews = _skews(store, table)
         held: AcidReadTxn | None = None
         if write_ids is None:
@@ -157,7 +161,9 @@ def resolve(
         if held is not None:
             held.close()
         raise TableNotFoundError(f"table {table.full_name} has no location")
-    path = name_or_path if is_path else table.location
+    # An alias (symlink, file:// URL, '..') is read at the registered location itself, so
+    # the partition values come from the real directory names.
+    path = registered if registered is not None else table.location
     source = f"partition {table.full_name}/{partition}" if partition else f"table {table.full_name}"
     source = link_source or source
     return ReadTarget(
@@ -171,6 +177,78 @@ def resolve(
         skews=skews,
         lease=held,
     )
+
+
+def _local_real(location: str | None) -> str | None:
+    """The real path (symlinks resolved, ``..`` folded) of a local location, a path or a
+    ``file://`` URL; ``None`` for a remote URL or a relative location (an old store's,
+    which names no one directory)."""
+    if not location:
+        return None
+    if "://" in location:
+        storage, path = Storage.for_path(location)
+        if not storage.is_local:
+            return None
+    elif not location.startswith("/"):
+        return None
+    else:
+        path = location
+    return os.path.realpath(path)
+
+
+def find_registered(store: Any, name_or_path: str) -> tuple[TableDef, str | None, str] | None:
+    """The table, or the partition of a table, whose registered location ``name_or_path``
+    names, however it is spelt: ``(table, partition name or None, registered location)``,
+    or ``None`` for a path no table owns.
+
+    The catalog stores locations as given (absolute paths, ``file://`` or remote URLs), so
+    a symlink to a table directory, its ``file://`` URL, a path with ``..`` or a trailing
+    slash, or a real path under a symlinked warehouse would miss an exact look-up and be
+    read without a snapshot (aborted rows showing). Local paths are therefore compared as
+    real paths: the exact forms first (one indexed look-up each), then every table's
+    location, and a partition by its name below its table's real directory.
+    """
+    storage, path = Storage.for_path(name_or_path)
+    if not storage.is_local:
+        found = store.find_location(name_or_path)
+        return None if found is None else (found[0], found[1], name_or_path.rstrip("/"))
+    real = os.path.realpath(path)
+    for candidate in dict.fromkeys((path, real)):
+        found = store.find_location(candidate)
+        if found is not None:
+            return found[0], found[1], candidate
+    for t in store.list_tables():
+        loc = _local_real(t.location)
+        if loc is None:
+            continue
+        if real == loc:
+            return store.get_table(t.db, t.name), None, t.location
+        if t.partition_keys and real.startswith(loc.rstrip("/") + "/"):
+            name = real[len(loc.rstrip("/")) + 1 :]
+            part = store.get_partitions(t.db, t.name, [name]).get(name)
+            if part is not None and _local_real(part.location) == real:
+                return store.get_table(t.db, t.name), name, part.location
+    return None
+
+
+def _check_snapshot_table(write_ids: ValidWriteIdList | str, table: str) -> None:
+    """Refuse an explicit write-id list of another table: its write ids number that
+    table's writes, and would select arbitrary ones of ``table``.
+
+    Raises:
+        ConfigError: naming both tables.
+    """
+    wids = ValidWriteIdList.from_string(write_ids) if isinstance(write_ids, str) else write_ids
+    if wids.table_name is None:  # Hive's "null": a list that names no table
+        return
+    named = wids.table_name.strip().lower()
+    if "." not in named:
+        named = f"{DEFAULT_DB}.{named}"
+    if named != table:
+        raise ConfigError(
+            f"the write ids given are table {named}'s, but the read is of table {table}: "
+            f"give {table}'s write-id list (or none, for the metastore's snapshot)"
+        )
 
 
 def _open_lease(cfg: StoreConfig, store: Any, table: str) -> AcidReadTxn | None:
