@@ -25,6 +25,7 @@ from txn.catalog import (
     validate_table,
 )
 from txn.db import Tx
+from txn.relocation import check_relocation, first_file_under, table_write_counts
 from txn.store_ops import StoreOps
 
 __all__ = ["CatalogOps"]
@@ -395,15 +396,33 @@ def set_skewed_locations(
     return set_skewed(tx, t.db, t.name, replace(info, location_map=merged))
 
 
-def set_table_location(tx: Tx, db: str, table: str, location: str) -> TableDef:
+def set_table_location(
+    tx: Tx,
+    db: str,
+    table: str,
+    location: str,
+    *,
+    old_file: str | None = None,
+    new_file: str | None = None,
+) -> TableDef:
     """Point a table at an absolute location; partitions under its old location follow.
 
     The explicit migration of a table stored with a relative location by an older
-    acidstream (which :func:`check_location` refuses to guess).
+    acidstream (which :func:`check_location` refuses to guess), and the re-pointing of a
+    table with no data. ``old_file``/``new_file``: a file found under the current and the
+    new location (:func:`txn.relocation.first_file_under`, looked up before this DB
+    transaction); the write ids are checked here, with the change.
+
+    Raises:
+        ConfigError: committed data would be orphaned (:func:`txn.relocation.check_relocation`).
     """
     new = absolute_location(location)
     t = get_table(tx, db, table, check=False)
     old = (t.location or "").rstrip("/")
+    if new == old:
+        return get_table(tx, t.db, t.name)
+    writes = table_write_counts(tx, t.db, t.name)
+    check_relocation(t, new, writes, old_file=old_file, new_file=new_file)
     tx.x("UPDATE TBLS SET LOCATION = ? WHERE TBL_DB = ? AND TBL_NAME = ?", new, t.db, t.name)
     parts = tx.q(
         "SELECT PART_NAME, LOCATION FROM PARTITIONS WHERE PART_DB = ? AND PART_TBL = ?",
@@ -587,9 +606,30 @@ class CatalogOps(StoreOps):
         """Move a table's catalog entry to ``location`` (made absolute against the cwd);
         partitions at their default place under the old location follow. Files are not
         moved. This is the explicit migration of a table an older acidstream stored with a
-        relative location, which every other call refuses (ConfigError)."""
+        relative location, which every other call refuses (ConfigError), and the
+        re-pointing of a table with no data.
+
+        Raises:
+            ConfigError: the table has data the move would orphan: a file under its
+                current location, an open write id, or committed write ids and no file
+                under ``location`` (``docs/namespaces.md``, set-location).
+            TableNotFoundError: no such table.
+        """
+        current = self._db.run(
+            "get_table",
+            lambda tx: get_table(tx, db, table, check=False),
+            write=False,
+            idempotent=True,
+        )
+        # The file system is looked at outside the DB transaction; a writer that starts
+        # meanwhile holds an open write id, which the transaction sees.
+        old_file = first_file_under(current.location)
+        new_file = first_file_under(absolute_location(location))
         return self._db.run(
-            "set_table_location", lambda tx: set_table_location(tx, db, table, location)
+            "set_table_location",
+            lambda tx: set_table_location(
+                tx, db, table, location, old_file=old_file, new_file=new_file
+            ),
         )
 
     def set_database_location(self, db: str, location: str) -> DatabaseDef:
