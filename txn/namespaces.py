@@ -40,6 +40,8 @@ __all__ = [
     "NameRef",
     "ReadRef",
     "bind_write_name",
+    "bound_namespace",
+    "check_database_binding",
     "check_namespace_mode",
     "check_table_namespace",
     "is_link_name",
@@ -123,17 +125,20 @@ def _norm_ns(namespace: str | None) -> str | None:
     return ns
 
 
+def _why(bound: str, namespace: str | None) -> str:
+    """Why a client is bound to ``bound``: its own namespace, or namespace mode."""
+    if namespace is not None:
+        return f"the client is bound to namespace {bound}"
+    return "namespace mode is on: a client without a namespace is bound to default"
+
+
 def _bind(ref: NameRef, namespace: str | None, mode_on: bool) -> str:
     """The namespace the name lives in, refusing one outside the client's binding."""
     bound = namespace if namespace is not None else (DEFAULT_DB if mode_on else None)
     if bound is None:
         return ref.db or DEFAULT_DB
     if ref.db is not None and ref.db != bound:
-        why = (
-            f"the client is bound to namespace {bound}"
-            if namespace is not None
-            else "namespace mode is on: a client without a namespace is bound to default"
-        )
+        why = _why(bound, namespace)
         raise NamespaceError(
             f"{ref} is outside namespace {bound} ({why}); name {bound}'s tables ({ref.table}) "
             f"or its links ({ref.table}@{ref.link_owner or ref.db}), or bind the client to "
@@ -195,6 +200,38 @@ def check_table_namespace(store: TxnStore, db: str, *, namespace: str | None) ->
     ns = _norm_ns(namespace)
     mode = ns is None and store.namespace_mode()
     _bind(NameRef(db, "<path>"), ns, mode)
+
+
+def bound_namespace(store: TxnStore, namespace: str | None) -> str | None:
+    """The namespace a client is bound to: its own (``--namespace``), ``default`` for a
+    client without one when namespace mode is on, else ``None`` (it may name any).
+
+    Raises:
+        ConfigError: a malformed namespace.
+    """
+    ns = _norm_ns(namespace)
+    if ns is not None:
+        return ns
+    return DEFAULT_DB if store.namespace_mode() else None
+
+
+def check_database_binding(
+    store: TxnStore, db: str, *, namespace: str | None, action: str = "use"
+) -> None:
+    """For a command that names a whole database (``tables DB``, ``set-location
+    --database DB``) or finds one otherwise (the tables a txn writes, ``abort``): ``db``
+    must be the client's namespace when it is bound (:func:`bound_namespace`).
+
+    Raises:
+        NamespaceError: naming the binding, why, and the fix.
+    """
+    bound = bound_namespace(store, namespace)
+    target = db.strip().lower()
+    if bound is not None and target != bound:
+        raise NamespaceError(
+            f"cannot {action} namespace {target}: it is outside namespace {bound} "
+            f"({_why(bound, _norm_ns(namespace))}); bind the client to namespace {target}"
+        )
 
 
 def _check_namespace_exists(store: TxnStore, ns: str) -> None:

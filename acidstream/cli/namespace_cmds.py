@@ -18,7 +18,7 @@ from txn.links_sql import LinkDef
 from txn.namespaces import parse_name
 from txn.store import TxnStore
 
-__all__ = ["register"]
+__all__ = ["link_partitions", "register"]
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = False) -> TxnStore:
@@ -36,7 +36,8 @@ def _link_target(namespace: str, name: str) -> tuple[str, str]:
     return ref.link_owner, ref.table
 
 
-def _describe(link: LinkDef) -> str:
+def link_partitions(link: LinkDef) -> str:
+    """What a link exposes, in words (``show-links``, ``describe``)."""
     if not link.target_exists:
         return "target missing"
     if link.dynamic:
@@ -84,7 +85,7 @@ def _alter_link(args: argparse.Namespace) -> int:
     add = args.action == "add-partition"
     with _open(args) as store:
         link = store.alter_link_partition(args.namespace, owner, table, args.partition, add=add)
-    print(f"{link.full_name}: partitions {_describe(link)}")
+    print(f"{link.full_name}: partitions {link_partitions(link)}")
     return 0
 
 
@@ -102,7 +103,9 @@ def _show_links(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([_link_json(x) for x in links], indent=2))
         return 0
-    rows = [(x.namespace, x.name, f"{x.target_db}.{x.target_table}", _describe(x)) for x in links]
+    rows = [
+        (x.namespace, x.name, f"{x.target_db}.{x.target_table}", link_partitions(x)) for x in links
+    ]
     print_table(("namespace", "link", "target", "partitions"), rows)
     return 0
 

@@ -5,6 +5,10 @@ DIRECTORIES]``, ``NOT SKEWED``, ``NOT STORED AS DIRECTORIES``, ``SET SKEWED LOCA
 each changes the table only, so partitions created afterwards get the new definition and
 existing partitions keep theirs (as Hive does). ``describe`` prints a table's definition,
 its skew, and with ``--partitions`` each partition's own skew. See ``docs/list_bucketing.md``.
+
+Both follow the client's namespace binding (``--namespace``, namespace mode;
+``docs/namespaces.md``): ``describe`` of a link describes its target and says it is a link,
+``alter-table`` of a link is refused (links are read-only).
 """
 
 from __future__ import annotations
@@ -19,11 +23,27 @@ from acid.list_bucketing import (
     parse_skewed_location,
     parse_skewed_values,
 )
-from acid.table_name import TableName
 from txn.config import StoreConfig
+from txn.namespaces import refuse_link, resolve_read, resolve_write
 from txn.store import TxnStore
 
-__all__ = ["add_skew_options", "register", "skew_summary", "skewed_from_args"]
+__all__ = [
+    "add_namespace_option",
+    "add_skew_options",
+    "register",
+    "skew_summary",
+    "skewed_from_args",
+]
+
+
+def add_namespace_option(p: argparse.ArgumentParser) -> None:
+    """``--namespace A``: the client's binding (``docs/namespaces.md``)."""
+    p.add_argument(
+        "--namespace",
+        metavar="A",
+        help="bind to namespace A: T names A's table (with namespace mode on, a client "
+        "without one is bound to default)",
+    )
 
 
 def add_skew_options(p: argparse.ArgumentParser) -> None:
@@ -92,7 +112,7 @@ def _store(args: argparse.Namespace, *, read_only: bool) -> TxnStore:
 
 
 def _alter_table(args: argparse.Namespace) -> int:
-    tn = TableName.parse(args.table)
+    refuse_link(args.table, action="alter")  # before any other check: links are read-only
     skewed = skewed_from_args(args)
     actions = [
         skewed is not None,
@@ -106,6 +126,7 @@ def _alter_table(args: argparse.Namespace) -> int:
             "--not-stored-as-directories, --set-skewed-location"
         )
     with _store(args, read_only=False) as store:
+        tn = resolve_write(store, args.table, namespace=args.namespace, action="alter")
         if skewed is not None:
             t = store.set_skewed(tn.db, tn.table, skewed)
         elif args.not_skewed:
@@ -122,11 +143,21 @@ def _alter_table(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    tn = TableName.parse(args.table)
+    from acidstream.cli.namespace_cmds import link_partitions
+
     with _store(args, read_only=True) as store:
-        t = store.get_table(tn.db, tn.table)
+        ref = resolve_read(store, args.table, namespace=args.namespace)
+        t = store.get_table(ref.table.db, ref.table.table)
         parts = store.list_partitions(t.db, t.name) if args.partitions else []
-    rows: list[tuple[str, str]] = [
+    if ref.partitions is not None:  # through a static link: the partitions it exposes
+        parts = [p for p in parts if p.name in ref.partitions]
+    rows: list[tuple[str, str]] = []
+    if ref.link is not None:
+        rows += [
+            ("link", f"{ref.link.full_name} (read-only)"),
+            ("link_partitions", link_partitions(ref.link)),
+        ]
+    rows += [
         ("table", t.full_name),
         ("location", t.location or ""),
         ("transactional", t.transactional_properties if t.is_transactional else "no"),
@@ -165,6 +196,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--stored-as-directories",
     )
     _common(p)
+    add_namespace_option(p)
     p.add_argument("table", help="[db.]table")
     add_skew_options(p)
     p.add_argument("--not-skewed", action="store_true", help="NOT SKEWED: forget the skew")
@@ -185,6 +217,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("describe", help="show a table's definition and skew")
     _common(p)
-    p.add_argument("table", help="[db.]table")
+    add_namespace_option(p)
+    p.add_argument("table", help="[db.]table, or a link table@db (describes its target)")
     p.add_argument("--partitions", action="store_true", help="also each partition's own skew")
     p.set_defaults(func=_describe)

@@ -16,11 +16,22 @@ import datetime as dt
 from acid.errors import ConfigError
 from acid.orc_options import OrcWriterOptions
 from acid.schema import TableSchema
-from acid.table_name import TableName
 from acidstream.cli.output import print_table
-from acidstream.cli.table_cmds import add_skew_options, skew_summary, skewed_from_args
+from acidstream.cli.table_cmds import (
+    add_namespace_option,
+    add_skew_options,
+    skew_summary,
+    skewed_from_args,
+)
 from txn.catalog import TableDef, is_absolute_location
 from txn.config import StoreConfig
+from txn.namespaces import (
+    bind_write_name,
+    bound_namespace,
+    check_database_binding,
+    check_namespace_mode,
+    resolve_write,
+)
 from txn.store import TxnStore
 
 __all__ = ["register"]
@@ -83,7 +94,13 @@ def _locks(args: argparse.Namespace) -> int:
 
 def _tables(args: argparse.Namespace) -> int:
     with _open(args, read_only=True) as store:
-        tables = store.list_tables(args.database)
+        db = args.database
+        bound = bound_namespace(store, args.namespace)
+        if bound is not None:  # a bound client lists its own namespace only
+            if db is not None:
+                check_database_binding(store, db, namespace=args.namespace, action="list")
+            db = bound
+        tables = store.list_tables(db)
     # The list-bucketing column only when a listed table is skewed (describe shows more).
     skewed = any(t.skewed is not None for t in tables)
     print_table(
@@ -116,7 +133,7 @@ def _parse_buckets(spec: str | None) -> tuple[tuple[str, ...], int]:
 
 
 def _create_table(args: argparse.Namespace) -> int:
-    tn = TableName.parse(args.table)
+    tn = bind_write_name(args.table, namespace=args.namespace, action="create")
     db, name = tn.db, tn.table
     columns = TableSchema.parse(args.columns)
     pkeys = TableSchema.parse(args.partitioned_by) if args.partitioned_by else None
@@ -140,6 +157,7 @@ def _create_table(args: argparse.Namespace) -> int:
         skewed=skewed_from_args(args),
     )
     with _open(args) as store:
+        check_namespace_mode(store, tn, namespace=args.namespace)
         if db.lower() != "default":
             store.create_database(db, if_not_exists=True)
         created = store.create_table(table, if_not_exists=args.if_not_exists)
@@ -149,19 +167,37 @@ def _create_table(args: argparse.Namespace) -> int:
 
 def _abort(args: argparse.Namespace) -> int:
     with _open(args, existing=True) as store:
+        if bound_namespace(store, args.namespace) is not None:
+            # Every txn is checked before any is aborted: a refusal changes nothing.
+            for t in args.txn_ids:
+                for db in _txn_namespaces(store, t):
+                    check_database_binding(
+                        store, db, namespace=args.namespace, action=f"abort txnid:{t} of"
+                    )
         for t in args.txn_ids:
             store.abort_txn(t, reason=args.reason)
             print(f"aborted txnid:{t}")
     return 0
 
 
+def _txn_namespaces(store: TxnStore, txn_id: int) -> set[str]:
+    """The databases a txn writes (its components) or locks."""
+    dbs = {str(c[0]) for c in store.txn_components(txn_id)}
+    return dbs | {lk.database for lk in store.show_locks() if lk.txn_id == txn_id}
+
+
 def _set_location(args: argparse.Namespace) -> int:
     with _open(args, existing=True) as store:
         if args.database:
+            check_database_binding(
+                store, args.name, namespace=args.namespace, action="set the location of"
+            )
             d = store.set_database_location(args.name, args.location)
             print(f"database {d.name} now at {d.location}")
         else:
-            tn = TableName.parse(args.name)
+            tn = resolve_write(
+                store, args.name, namespace=args.namespace, action="set the location of"
+            )
             t = store.set_table_location(tn.db, tn.table, args.location)
             print(f"{t.full_name} now at {t.location}")
     return 0
@@ -180,6 +216,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("tables", help="list tables of the catalog")
     _common(p)
+    add_namespace_option(p)
     p.add_argument("database", nargs="?", help="only this database")
     p.set_defaults(func=_tables)
 
@@ -203,6 +240,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="table property (repeatable); transactional=true is the default",
     )
     add_skew_options(p)
+    add_namespace_option(p)
     p.add_argument("--location", help="table directory (default: under the warehouse)")
     p.add_argument("--if-not-exists", action="store_true", help="no error if it exists")
     p.set_defaults(func=_create_table)
@@ -212,9 +250,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="point a table (or --database) at an absolute directory",
         description="The explicit migration of a table an older acidstream stored with a "
         "relative location: its catalog entry (and partitions at their default place) are "
-        "pointed at PATH, made absolute against the current directory. Files are not moved.",
+        "pointed at PATH, made absolute against the current directory. Files are not moved, "
+        "so a table with data is refused: a file under its current location, an open write "
+        "id, or committed write ids with no file under PATH (move the directory yourself "
+        "first). A database's existing tables keep their locations.",
     )
     _common(p)
+    add_namespace_option(p)
     p.add_argument("name", help="[db.]table, or a database with --database")
     p.add_argument("location", metavar="PATH", help="the table's (database's) real directory")
     p.add_argument("--database", action="store_true", help="NAME is a database")
@@ -222,6 +264,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("abort", help="abort open transactions")
     _common(p)
+    add_namespace_option(p)
     p.add_argument("txn_ids", metavar="TXNID", type=int, nargs="+")
     p.add_argument("--reason", default="ABORT_ROLLBACK: acidstream abort", help="abort reason")
     p.set_defaults(func=_abort)
