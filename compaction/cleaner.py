@@ -26,13 +26,13 @@ from dataclasses import dataclass
 
 from acid import faults
 from acid.directory import get_acid_state
-from acid.errors import AcidStreamError, TableNotFoundError
+from acid.errors import AcidStreamError, ConfigError, TableNotFoundError
 from acid.layout import ParsedBase, ParsedDelta, parse_dir_name
 from acid.snapshot import LONG_MAX, ValidTxnList
 from acid.storage import Storage
 from compaction.worker import partition_dir
 from txn.catalog import TableDef
-from txn.compaction_sql import COMPACT_OP, CompactionQueue, CompactionRecord
+from txn.compaction_sql import COMPACT_OP, CompactionQueue, CompactionRecord, check_target
 from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
 
 __all__ = ["NO_CLEANUP", "CleanOutcome", "Cleaner"]
@@ -171,6 +171,13 @@ class Cleaner:
         except TableNotFoundError:
             self.queue.mark_cleaned(rec.id)
             return CleanOutcome(rec.id, rec.target, (), 0, "succeeded (table gone)")
+        try:
+            # A partitioned table's root is no partition: what its listing calls obsolete
+            # is every partition directory. Delete nothing; the request fails.
+            check_target(table, rec.partition)
+        except ConfigError as e:
+            self.queue.mark_failed(rec.id, f"{type(e).__name__}: {e}")
+            return CleanOutcome(rec.id, rec.target, (), 0, f"failed ({e})")
         if (_param(table, NO_CLEANUP) or "").strip().lower() == "true":
             self.queue.mark_refused(rec.id, f"{NO_CLEANUP}=true is set on {table.full_name}")
             return CleanOutcome(rec.id, rec.target, (), 0, "refused")
@@ -196,8 +203,12 @@ class Cleaner:
                 table = self.store.get_table(db, name)
             except TableNotFoundError:
                 continue
-            if table.is_partitioned and part is None:
-                continue  # a dynamic-partition write's placeholder: no single directory
+            try:
+                check_target(table, part)
+            except ConfigError:
+                # A dynamic-partition write's placeholder (no partition) names no single
+                # directory: the table root would list every partition as aborted data.
+                continue
             if (_param(table, NO_CLEANUP) or "").strip().lower() == "true":
                 continue
             storage, path = self._storage_for(partition_dir(self.store, table, part))

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acid import faults
@@ -37,6 +37,7 @@ from txn.compaction_sql import (
     REFUSED,
     CompactionQueue,
     CompactionRecord,
+    check_target,
 )
 from txn.store import TxnState, TxnStore
 
@@ -97,6 +98,8 @@ class CompactionOutcome:
     output_dirs: tuple[str, ...] = ()
     seconds: float = 0.0
     message: str | None = None
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+    """The exception of a ``failed`` compaction (the CLI turns it into its exit code)."""
 
     def summary(self) -> str:
         """One line for the daemon's log."""
@@ -197,6 +200,10 @@ class Worker:
                 return self._refuse(rec, f"table is gone: {e}", started)
             if not table.is_full_acid:
                 return self._refuse(rec, f"{table.full_name} is not a full ACID table", started)
+            # Before any txn or listing: the root of a partitioned table read as a
+            # partition is every partition's files as raw data, and its "compacted" base
+            # would make the cleaner delete every partition directory.
+            check_target(table, rec.partition)
             path = partition_dir(self.store, table, rec.partition)
             storage, path = self._storage_for(path)
             txn_id = self.store.open_txns(
@@ -244,7 +251,10 @@ class Worker:
                 time.monotonic() - started,
             )  # fmt: skip
         except Exception as e:  # recorded in the queue as Hive's markFailed does
-            log.exception("compaction %s of %s failed", rec.id, rec.target)
+            # The failure is in the queue (SHOW COMPACTIONS) and in the outcome the caller
+            # prints; the traceback only for whoever turns logging up (a warning with it
+            # would reach the CLI's stderr through logging's last-resort handler).
+            log.info("compaction %s of %s failed", rec.id, rec.target, exc_info=True)
             return self._fail(rec, e, started, txn_id, hwm)
 
     # -------------------------------------------------------------------------------------
@@ -355,5 +365,5 @@ class Worker:
             log.warning("could not mark compaction %s failed: %s", rec.id, e)
         return CompactionOutcome(
             rec.id, rec.target, rec.type, FAILED, txn_id, hwm,
-            seconds=time.monotonic() - started, message=msg,
+            seconds=time.monotonic() - started, message=msg, error=err,
         )  # fmt: skip

@@ -19,7 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from acid.errors import ConfigError
+from acid.partition_name import parse_partition_name
 from txn import catalog_sql
+from txn.catalog import TableDef
 from txn.db import Tx
 from txn.store import TxnStore
 from txn.txn_sql import marks, norm
@@ -30,6 +32,7 @@ __all__ = [
     "STATE_NAMES",
     "CompactionQueue",
     "CompactionRecord",
+    "check_target",
 ]
 
 MAJOR = "a"
@@ -141,6 +144,47 @@ def _record(row: Sequence[object], end: object = None) -> CompactionRecord:
     )
 
 
+NEED_PARTITION = "You must specify a partition to compact for partitioned tables"
+"""Hive's ``ErrorMsg.NO_COMPACTION_PARTITION``: a partitioned table is compacted partition by
+partition, never at its root."""
+
+
+def check_target(table: TableDef, partition: str | None) -> None:
+    """Refuse a compaction target that is not one directory of rows: a partitioned table
+    without a partition (its root holds partition directories, not deltas: compacting it
+    would read every partition as raw files, write a base without the partition columns at
+    the root, and the cleaner would then delete every partition), a partition of an
+    unpartitioned table, or a partition that does not name every partition column in order
+    (``ds=a`` of a table partitioned by ``ds, h`` is a directory of partitions too).
+
+    The queue, the worker and the cleaner each call this (a request queued by an older
+    version, or written into the queue by hand, must not reach the files either).
+
+    Raises:
+        ConfigError: the target is not a table's or a partition's directory of rows.
+    """
+    if partition is None:
+        if table.is_partitioned:
+            by = ", ".join(table.partition_names)
+            raise ConfigError(f"{NEED_PARTITION} ({table.full_name} is partitioned by {by})")
+        return
+    if not table.is_partitioned:
+        raise ConfigError(
+            f"{table.full_name} is not partitioned: compact it without a partition, "
+            f"not {partition!r}"
+        )
+    expected = "/".join(f"{k}=..." for k in table.partition_names)
+    try:
+        keys = [k.lower() for k, _ in parse_partition_name(partition)]
+    except ConfigError as e:
+        raise ConfigError(f"bad partition {partition!r} of {table.full_name}: {e}") from e
+    if tuple(keys) != table.partition_names:
+        raise ConfigError(
+            f"bad partition {partition!r} of {table.full_name}: a compaction names one "
+            f"partition, every partition column in order ({expected})"
+        )
+
+
 def _same_target(prefix: str) -> str:
     # NULL partitions compare equal (an unpartitioned table).
     return (
@@ -184,11 +228,16 @@ def request(
 
     Returns:
         ``(compaction id, accepted)``; a duplicate returns the queued one's id and False.
+
+    Raises:
+        ConfigError: a bad type, or a target that is not one directory of rows
+            (:func:`check_target`: e.g. a partitioned table without a partition).
+        TableNotFoundError: no such table.
     """
     if ctype not in TYPE_NAMES:
         raise ConfigError("compaction type must be 'a' (major) or 'i' (minor)")
     db, table = norm(db), norm(table)
-    catalog_sql.get_table(tx, db, table)  # TableNotFoundError if missing
+    check_target(catalog_sql.get_table(tx, db, table), partition)
     active = find_active(tx, db, table, partition)
     if active is not None:
         return active.id, False

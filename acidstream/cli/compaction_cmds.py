@@ -19,15 +19,27 @@ import time
 from types import FrameType
 from typing import Any
 
-from acid.errors import ConfigError
-from acid.table_name import TableName
+from acid.errors import AcidStreamError, ConfigError, NamespaceError, StorageError
+from acid.layout import parse_dir_name
+from acid.storage import Storage
+from acidstream.cli.main import EXIT_STORAGE, describe, exit_code
 from acidstream.cli.output import print_table
+from acidstream.cli.txn_cmds import _open
 from compaction.config import CompactorConfig
 from compaction.service import Compactor
 from recovery.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
-from txn.compaction_sql import STATE_NAMES, CompactionQueue
+from txn.compaction_sql import (
+    INITIATED,
+    READY_FOR_CLEANING,
+    REFUSED,
+    STATE_NAMES,
+    SUCCEEDED,
+    WORKING,
+    CompactionQueue,
+    CompactionRecord,
+)
 from txn.config import StoreConfig
-from txn.namespaces import refuse_link
+from txn.namespaces import check_table_namespace, refuse_link, resolve_write
 from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
 
 __all__ = ["register"]
@@ -43,10 +55,6 @@ SHOW_COMPACTIONS_COLUMNS = (
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metastore", metavar="URL", help="sqlite:///path or postgresql://...")
     p.add_argument("--warehouse", metavar="PATH", help="warehouse root directory")
-
-
-def _open(args: argparse.Namespace) -> TxnStore:
-    return StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse).open()
 
 
 def _ts(ms: int | None) -> str:
@@ -95,44 +103,141 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spark-master", default="local[2]", help="Spark master for --engine spark")
 
 
+def _partitions_with_data(store: TxnStore, db: str, table: str) -> list[str]:
+    """The registered partitions of a table whose directory holds anything to compact (a
+    base or delta directory): what ``compact`` without ``--partition`` queues."""
+    out = []
+    for p in store.list_partitions(db, table):
+        storage, path = Storage.for_path(p.location)
+        if storage.exists(path) and any(
+            e.is_dir and parse_dir_name(e.name) is not None for e in storage.list_dir(path)
+        ):
+            out.append(p.name)
+    return out
+
+
 def _compact(args: argparse.Namespace) -> int:
-    refuse_link(args.table, action="compact")  # links are read-only (docs/namespaces.md)
-    name = TableName.parse(args.table)
-    with _open(args) as store:
+    # Links are refused before the store is opened (docs/namespaces.md); the binding is
+    # checked with the store (namespace mode).
+    refuse_link(args.table, action="compact")
+    with _open(args, existing=True) as store:
+        name = resolve_write(store, args.table, namespace=args.namespace, action="compact")
+        table = store.get_table(name.db, name.table)
         queue = CompactionQueue(store)
-        cq_id, accepted = queue.request(
-            name.db, name.table, args.partition, major=args.type == "major"
-        )
-        target = f"{name}/{args.partition}" if args.partition else str(name)
-        if accepted:
-            print(f"compaction {cq_id} queued ({args.type}, {target})")
+        if args.partition is None and table.is_partitioned:
+            # Hive refuses a table-level request on a partitioned table; "compact the
+            # table" means each of its partitions (the queue refuses the table itself).
+            parts: list[str | None] = list(_partitions_with_data(store, name.db, name.table))
+            if not parts:
+                print(f"nothing to compact: no partition of {table.full_name} holds data")
+                return 0
         else:
-            print(f"compaction {cq_id} is already queued or working for this target")
+            parts = [args.partition]
+        ids: list[int] = []
+        for part in parts:
+            cq_id, accepted = queue.request(name.db, name.table, part, major=args.type == "major")
+            target = f"{table.full_name}/{part}" if part else table.full_name
+            if accepted:
+                print(f"compaction {cq_id} queued ({args.type}, {target})")
+            else:
+                print(f"compaction {cq_id} is already queued or working for {target}")
+            ids.append(cq_id)
         if not args.wait:
             return 0
         compactor = Compactor(
             store, initiator=False, on_event=print, engine=args.engine, spark=_spark(args)
         )
-        while True:
-            report = compactor.run_once()
-            rec = queue.get(cq_id)
-            if rec is None or rec.state not in ("i", "w", "r"):
-                break
-            if rec.state == "r" and not report.cleaned and not report.compactions:
-                # Ready for cleaning but older readers are still open: cleaning waits for
-                # them (the daemon does it later); the compaction itself is done.
-                print(f"compaction {cq_id}: ready for cleaning (waiting for older readers)")
-                return 0
-            if rec.state == "w" and not report.compactions:
-                time.sleep(1.0)  # another process's worker has it: poll its progress
-        state = STATE_NAMES.get(rec.state, rec.state) if rec else "gone"
-        print(f"compaction {cq_id}: {state}")
-        return 0 if rec is not None and rec.state in ("s", "r") else 1
+        # A partition the user did not name that has nothing to compact (a minor request on
+        # one delta) is refused by the worker: reported, but no failure of "the table".
+        return _wait(compactor, queue, ids, refused_ok=args.partition is None and len(ids) > 1)
+
+
+def _wait(compactor: Compactor, queue: CompactionQueue, ids: list[int], *, refused_ok: bool) -> int:
+    """Run the queue here until each of ``ids`` is done; print each one's final state.
+
+    ``refused_ok``: a refused request (Hive's "compaction thresholds not met") is no
+    failure (else it is one, as Hive's ``COMPACT ... AND WAIT`` fails on it).
+
+    Raises:
+        StorageError: one of them failed writing (full disk, read-only file system...).
+        AcidStreamError: one of them failed or was refused (the first is named).
+    """
+    errors: dict[int, BaseException] = {}
+    final: dict[int, CompactionRecord | None] = {}
+    pending = list(ids)
+    while pending:
+        report = compactor.run_once()
+        errors.update({o.id: o.error for o in report.compactions if o.error is not None})
+        live: dict[int, CompactionRecord] = {}
+        for i in pending:
+            rec = queue.get(i)
+            if rec is None or rec.state not in (INITIATED, WORKING, READY_FOR_CLEANING):
+                final[i] = rec
+            else:
+                live[i] = rec
+        pending = list(live)
+        states = {r.state for r in live.values()}
+        if states == {READY_FOR_CLEANING} and not report.cleaned and not report.compactions:
+            # Ready for cleaning but older readers are still open: cleaning waits for
+            # them (the daemon does it later); the compactions themselves are done.
+            for i, rec in live.items():
+                print(f"compaction {i}: ready for cleaning (waiting for older readers)")
+                final[i] = rec
+            break
+        if WORKING in states and not report.compactions:
+            time.sleep(1.0)  # another process's worker has one: poll its progress
+    bad = []
+    for i in ids:
+        rec = final[i]
+        if rec is not None and rec.state == READY_FOR_CLEANING:
+            continue  # printed above
+        print(f"compaction {i}: {STATE_NAMES.get(rec.state, rec.state) if rec else 'gone'}")
+        if rec is None or rec.state not in (SUCCEEDED, REFUSED if refused_ok else SUCCEEDED):
+            bad.append((i, rec))
+    if not bad:
+        return 0
+    raise _failure(bad, errors)
+
+
+def _failure(
+    bad: list[tuple[int, CompactionRecord | None]], errors: dict[int, BaseException]
+) -> AcidStreamError:
+    """The one error a failed ``compact --wait`` exits with: a storage failure first (exit
+    4, README), else the first failure or refusal (exit 1). Every committed row is still
+    readable: a failed compaction's files are invisible (its txn aborted)."""
+    storage = [(i, r) for i, r in bad if _is_storage(errors.get(i))]
+    i, rec = (storage or bad)[0]
+    more = f" (and {len(bad) - 1} more: see `acidstream compactions`)" if len(bad) > 1 else ""
+    if rec is None:
+        return AcidStreamError(f"compaction {i} is gone from the queue and its history{more}")
+    state = STATE_NAMES.get(rec.state, rec.state)
+    err = errors.get(i)
+    # Our own worker's exception says it best (the errno's name); another process's
+    # failure, or one nobody classified (a bug: its type matters), by the recorded message.
+    known = isinstance(err, (AcidStreamError, OSError))
+    why = describe(err) if err is not None and known else rec.error_message or "no reason given"
+    msg = f"compaction {i} of {rec.target} {state}: {why}"
+    if _is_storage(err):
+        assert isinstance(err, OSError)
+        out = StorageError(
+            f"{msg}; the request is marked failed, committed rows are untouched{more}"
+        )
+        out.errno = err.errno
+        return out
+    return AcidStreamError(msg + more)
+
+
+def _is_storage(e: BaseException | None) -> bool:
+    """Whether a compaction's exception is a storage failure (the CLI's exit code 4)."""
+    return exit_code(e) == EXIT_STORAGE if e is not None else False
 
 
 def _compactions(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         recs = CompactionQueue(store).show()
+        # A bound client (--namespace, or any client in namespace mode) sees its own
+        # namespace's compactions only, as it may name only its own tables.
+        recs = [c for c in recs if _visible(store, c.db, args.namespace)]
     rows = []
     for c in recs:
         whost, wid = _split(c.worker_id)
@@ -149,6 +254,14 @@ def _compactions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _visible(store: TxnStore, db: str, namespace: str | None) -> bool:
+    try:
+        check_table_namespace(store, db, namespace=namespace)
+    except NamespaceError:
+        return False
+    return True
+
+
 def _compactor(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError("--workers must be >= 1")
@@ -158,6 +271,9 @@ def _compactor(args: argparse.Namespace) -> int:
         worker_poll_s=args.poll,
     )
     store_config = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    # The compactor works on tables that exist: a mistyped --metastore is "no metastore at
+    # URL", not a new empty store compacted for ever.
+    store_config.open(read_only=True).close()
     # The daemon keeps the metastore healthy too (Hive runs AcidHouseKeeperService in the
     # same metastore process as its compactor threads): dead writers' txns are aborted, so
     # their locks stop blocking compaction and cleaning.
@@ -234,7 +350,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _common(p)
     p.add_argument("table", help="[db.]table")
-    p.add_argument("--partition", metavar="K=V[/K=V]", help="one partition")
+    p.add_argument(
+        "--partition",
+        metavar="K=V[/K=V]",
+        help="one partition (default for a partitioned table: each partition holding data)",
+    )
+    p.add_argument("--namespace", help="bind to this namespace: TABLE is then T or <namespace>.T")
     p.add_argument("--type", choices=("major", "minor"), required=True)
     p.add_argument(
         "--wait", action="store_true", help="run the compaction here and wait for it to finish"
@@ -244,6 +365,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("compactions", help="compaction queue and history (SHOW COMPACTIONS)")
     _common(p)
+    p.add_argument("--namespace", help="bind to this namespace: only its tables' compactions")
     p.set_defaults(func=_compactions)
 
     p = subparsers.add_parser(
