@@ -6,6 +6,11 @@ Each command takes ``--metastore URL`` and ``--warehouse PATH`` (or
 and the SQLite store inside it), resolved by :class:`txn.config.StoreConfig`.
 The listing commands open the store read-only: they create nothing (no directory, no
 database) and fail with "no metastore at URL" where there is none.
+
+Names follow the client's namespace binding (``--namespace``, namespace mode;
+``docs/namespaces.md``): ``create-table`` and ``set-location`` through
+:func:`~txn.namespaces.resolve_write` (links refused), ``tables`` and ``locks`` list the
+bound namespace only, ``abort`` refuses a txn of another namespace. ``txns`` lists them all.
 """
 
 from __future__ import annotations
@@ -78,6 +83,9 @@ def _txns(args: argparse.Namespace) -> int:
 def _locks(args: argparse.Namespace) -> int:
     with _open(args, read_only=True) as store:
         locks = store.show_locks()
+        bound = bound_namespace(store, args.namespace)
+    if bound is not None:  # a bound client sees its own namespace's locks, as its tables
+        locks = [lk for lk in locks if lk.database == bound]
     state = {"a": "ACQUIRED", "w": "WAITING"}
     print_table(
         ("lockid", "database", "table", "partition", "lock_state", "blocked_by", "lock_type",
@@ -212,6 +220,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("locks", help="list locks (like SHOW LOCKS)")
     _common(p)
+    add_namespace_option(p)
     p.set_defaults(func=_locks)
 
     p = subparsers.add_parser("tables", help="list tables of the catalog")

@@ -1,6 +1,6 @@
 """The namespace binding holds for the table and txn commands too (issue 28, item 9):
-``set-location``, ``alter-table``, ``describe``, ``create-table``, ``tables`` and ``abort``
-refuse what ``read`` refuses; ``describe`` of a link describes its target, ``alter-table``
+``set-location``, ``alter-table``, ``describe``, ``create-table``, ``tables``, ``locks`` and
+``abort`` refuse (or leave out) what ``read`` refuses; ``describe`` of a link describes its target, ``alter-table``
 of a link is refused as read-only (item 13). Every refusal is one line, exit 1, and changes
 nothing. Both backends."""
 
@@ -101,6 +101,9 @@ def test_abort_is_refused_for_a_txn_of_another_namespace(store: TxnStore, cli: C
         txn = c.begin_transaction()
         c.write_rows([(1, "x")])
         _refused(cli("abort", str(txn), "--namespace", "a"), f"abort txnid:{txn}", "namespace b")
+        # its lock is listed to its own namespace only
+        assert len(cli("locks", "--namespace", "a")[1].splitlines()) == 2  # the header only
+        assert f" {txn} " in cli("locks", "--namespace", "b")[1]
         cli("namespace-mode", "on")
         _refused(cli("abort", str(txn)), "namespace mode is on")
         assert store.txn_state(txn) == TxnState.OPEN
