@@ -30,7 +30,7 @@ from acid.errors import AcidStreamError, ConfigError, TableNotFoundError
 from acid.layout import ParsedBase, ParsedDelta, parse_dir_name
 from acid.snapshot import LONG_MAX, ValidTxnList
 from acid.storage import Storage
-from compaction.worker import partition_dir
+from compaction.worker import partition_dir, refuse_partition_dirs
 from txn.catalog import TableDef
 from txn.compaction_sql import COMPACT_OP, CompactionQueue, CompactionRecord, check_target
 from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
@@ -189,7 +189,13 @@ class Cleaner:
                 rec.highest_write_id
             )
             state = get_acid_state(path, write_ids=wids, txns=txns, storage=storage)
-            deleted = self._delete(storage, [*state.obsolete, *state.aborted])
+            doomed = [*state.obsolete, *state.aborted]
+            try:
+                refuse_partition_dirs(table, path, doomed, rec.target)
+            except ConfigError as e:
+                self.queue.mark_failed(rec.id, f"{type(e).__name__}: {e}")
+                return CleanOutcome(rec.id, rec.target, (), 0, f"failed ({e})")
+            deleted = self._delete(storage, doomed)
         forgotten = self._forget(storage, path, table.db, table.name, rec.partition)
         self.queue.mark_cleaned(rec.id)
         return CleanOutcome(rec.id, rec.target, deleted, forgotten, "succeeded")

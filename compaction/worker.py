@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from acid import faults
 from acid.directory import AcidState, get_acid_state
 from acid.errors import AcidStreamError, ConfigError, TableNotFoundError
 from acid.list_bucketing import SkewedInfo
+from acid.partition_name import parse_partition_component
 from acid.snapshot import ValidCompactorWriteIdList, ValidTxnList
 from acid.storage import Storage
 from compaction.config import CompactorConfig
@@ -41,7 +42,13 @@ from txn.compaction_sql import (
 )
 from txn.store import TxnState, TxnStore
 
-__all__ = ["CompactionOutcome", "Worker", "partition_dir", "worker_name"]
+__all__ = [
+    "CompactionOutcome",
+    "Worker",
+    "partition_dir",
+    "refuse_partition_dirs",
+    "worker_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,35 @@ def partition_dir(store: TxnStore, table: TableDef, partition: str | None) -> st
         return table.location
     p = _partition(store, table, partition)
     return p.location if p is not None else f"{table.location.rstrip('/')}/{partition}"
+
+
+def refuse_partition_dirs(table: TableDef, root: str, paths: Iterable[str], target: str) -> None:
+    """Refuse to read or delete anything that is, or lies in, a directory below ``root``
+    named like one of ``table``'s partitions (``ds=...`` for a table partitioned by
+    ``ds``).
+
+    Listing a directory reads every subdirectory that is not a base or delta as original
+    files, and calls it obsolete once a base exists: a partition directory in there (a
+    partitioned table's root, or a partition copied into another) would have its rows
+    compacted into the wrong place and then be deleted.
+
+    Raises:
+        ConfigError: naming the first such path.
+    """
+    keys = set(table.partition_names)
+    if not keys:
+        return
+    prefix = root.rstrip("/") + "/"
+    for p in paths:
+        rel = p[len(prefix) :] if p.startswith(prefix) else p
+        for name in rel.split("/"):
+            kv = parse_partition_component(name)
+            if kv is not None and kv[0] in keys:
+                raise ConfigError(
+                    f"{target}: {p} is in a directory named like a partition of "
+                    f"{table.full_name} ({name}): compaction never reads or deletes a "
+                    f"partition's directory from {root}; move it out"
+                )
 
 
 def partition_skew(store: TxnStore, table: TableDef, partition: str | None) -> SkewedInfo | None:
@@ -231,6 +267,10 @@ class Worker:
             state = get_acid_state(
                 path, write_ids=snapshot, txns=txns, storage=storage,
                 lb_location_dirs=skew.all_dirs() if skew is not None else (),
+            )  # fmt: skip
+            refuse_partition_dirs(
+                table, path, [*(o.path for o in state.original_files), *state.obsolete],
+                rec.target,
             )  # fmt: skip
             problem = self._check(rec, state)
             if problem is not None:

@@ -9,6 +9,7 @@ or a real subprocess where stderr, the working directory or logging must be the 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -194,6 +195,37 @@ def test_cleaner_refuses_a_partitioned_table_root(store: TxnStore, make_tbl: Mak
     assert _dirs(t.dir()) == [f"base_0000003_v{txn:07d}", "ds=a", "ds=b"]
     for p in ("ds=a", "ds=b"):
         assert t.read(partition=p).equals(before[p])
+
+
+def test_a_partition_directory_inside_a_partition_is_never_compacted_or_deleted(
+    store: TxnStore, make_tbl: MakeTbl
+) -> None:
+    """A copy of partition ``ds=b`` left inside ``ds=a`` (``ds=a/ds=b/...``; the worker's
+    and cleaner's defence against any partition directory below their target, the table
+    root's case included). Readers list the copy as original files of ``ds=a``; a major
+    compaction of ``ds=a`` made that permanent in a base and the cleaner then deleted the
+    copy. Now the worker refuses (failed, nothing written), and so does the cleaner of a
+    request that got past an older worker: the files stay as they are."""
+    t, _ = _partitioned(make_tbl)
+    shutil.copytree(t.dir("ds=b"), Path(t.dir("ds=a")) / "ds=b")
+    before = t.read(partition="ds=a")
+    q = CompactionQueue(store)
+    cq_id, _ = q.request("default", "t", "ds=a", major=True)
+    outcome = Worker(store).run_once()
+    assert outcome is not None and outcome.id == cq_id and outcome.state == FAILED, outcome
+    assert "named like a partition of default.t (ds=b)" in (outcome.message or "")
+    assert [d[:6] for d in _dirs(t.dir("ds=a"))] == ["delta_", "delta_", "ds=b"]  # nothing new
+    assert t.read(partition="ds=a").equals(before)
+    # What an older worker left: a base of ds=a over the copy, ready for cleaning.
+    (txn,) = store.open_txns(1, user="compactor", host="h")
+    write_base(t.dir("ds=a"), t.schema, 3, rows(0, 9), visibility_txn_id=txn)
+    store.commit_txn(txn)
+    nxt = store.database.run("next", next_txn_id, write=False)
+    cols = {"CQ_PARTITION": "ds=a", "CQ_TXN_ID": txn, "CQ_HIGHEST_WRITE_ID": 3}
+    cq_id = _queue_by_hand(store, READY_FOR_CLEANING, CQ_NEXT_TXN_ID=nxt, **cols)
+    (cleaned,) = [o for o in Cleaner(store).run_once() if o.id == cq_id]
+    assert cleaned.deleted == () and cleaned.state.startswith("failed"), cleaned
+    assert "ds=b" in _dirs(t.dir("ds=a"))
 
 
 def test_compact_table_with_a_live_writers_side_file_in_a_partition(
