@@ -1,5 +1,5 @@
 """The chaos suite's fast tier: a fixed set of seeded iterations inside the normal suite
-(24 iterations; the Kafka job's scenarios run in the full tier only, Spark being slow to
+(26 iterations; the Kafka job's scenarios run in the full tier only, Spark being slow to
 start).
 
 ``make chaos`` runs the full tier (``tests/chaos/run.py``: >= 200 iterations, writes
@@ -57,6 +57,12 @@ FAST_TIER: list[tuple[str, int, str]] = [
     ("connection-clock-jump", 4, "sqlite"),  # forward past the timeout: reaped, typed error
     ("connection-clock-jump", 5, "postgres"),  # backward: nothing reaped, writer finishes
     ("connection-pg-restart", 51009, "pg-private"),  # private cluster restarted mid-commit
+    # Admin commands through the CLI (issue 28): `compact` without --partition on a
+    # partitioned table wrote a base at the table root and the Cleaner deleted every
+    # partition; `repair --apply` deleted a dead writer's file of committed txns whose side
+    # file was cut to 0 bytes.
+    ("admin-partitioned", 10009, "sqlite"),
+    ("admin-torn-side-file", 20006, "postgres"),
 ]
 
 # Outcomes of this session's iterations, for the JVM ORC sample below.
