@@ -32,9 +32,7 @@ if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI s
     from acid.partitions import PartitionValues
     from acid.schema import TableSchema
 
-__all__ = ["register"]
-
-_TABLE_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")
+__all__ = ["no_rows_on_disk", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -45,7 +43,12 @@ def register(subparsers: Any) -> None:
     )
     _snapshot_args(p)
     p.add_argument("--row-id", action="store_true", help="add Hive's row__id to every row")
-    p.add_argument("--columns", help="comma-separated columns to print (default: all)")
+    p.add_argument(
+        "--columns",
+        type=column_list,
+        metavar="COL[,COL...]",
+        help="comma-separated columns to print, each once (default: all)",
+    )
     p.add_argument("--format", choices=("jsonl", "table"), default="jsonl", help="output format")
     p.set_defaults(func=_cmd_read)
 
@@ -71,6 +74,23 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_ls)
 
 
+def column_list(text: str) -> list[str]:
+    """``--columns``: names separated by commas. An empty name (``,``, ``a,,b``, a trailing
+    comma) or a name given twice (case-insensitive, as column names are) is a usage error
+    (argparse: exit 2): a read of no column, or of a column twice, is never what was meant."""
+    names = [c.strip() for c in text.split(",")]
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, 1):
+        if not name:
+            raise argparse.ArgumentTypeError(f"column {i} of {text!r} is empty")
+        if name.lower() in seen:
+            raise argparse.ArgumentTypeError(
+                f"column {name!r} is named twice in {text!r} (columns {seen[name.lower()]} and {i})"
+            )
+        seen[name.lower()] = i
+    return names
+
+
 def _snapshot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--write-ids",
@@ -93,6 +113,7 @@ class _Target:
     """What PATH names: a path, plus for a catalog table its schema and partition keys."""
 
     path: str
+    source: str = "path"  # "table db.t", "partition db.t/ds=1", a link's, or "path"
     schema: TableSchema | None = None
     partition_keys: tuple[str, ...] = ()
     partitions: frozenset[str] | None = None  # through a static link: the ones it exposes
@@ -132,6 +153,7 @@ def _resolve_table_arg(
         )
     return _Target(
         target.path,
+        source=target.source,
         schema=target.schema,
         partition_keys=target.partition_keys,
         partitions=target.partitions,
@@ -153,6 +175,38 @@ def _location_exists(target: _Target) -> bool:
     return storage.exists(spath)
 
 
+def no_rows_on_disk(location: str, partition_keys: Sequence[str]) -> bool:
+    """Whether a catalog table's directory holds nothing a read could return: it does not
+    exist yet, or the table is partitioned and no partition directory exists yet (an empty
+    streaming batch creates the table directory). The reader takes the partition columns
+    from the directories it finds, so such a table is read from the catalog's schema."""
+    from acid.storage import Storage
+
+    storage, spath = Storage.for_path(location)
+    if not storage.exists(spath):
+        return True
+    if not partition_keys:
+        return False
+    first = f"{partition_keys[0].lower()}="
+    return not any(f.is_dir and f.name.lower().startswith(first) for f in storage.list_dir(spath))
+
+
+def _check_columns(target: _Target, columns: Sequence[str]) -> None:
+    """Refuse a ``--columns`` name the table does not have, naming the ones it has
+    (table columns, then partition columns). Known for a catalog table only; for a bare
+    path the reader refuses it once it has read the files' schema."""
+    if target.schema is None:
+        return
+    names = [*target.schema.names, *target.partition_keys]
+    known = {n.lower() for n in names}
+    for c in columns:
+        if c.lower() not in known:
+            what = target.source if target.source != "path" else target.path
+            raise ConfigError(
+                f"--columns: unknown column {c!r} in {what}; its columns are {', '.join(names)}"
+            )
+
+
 def _cmd_read(args: argparse.Namespace) -> int:
     from acid.json_values import json_lines
     from acid.read_plan import build_plan
@@ -161,11 +215,18 @@ def _cmd_read(args: argparse.Namespace) -> int:
     target = _resolve_table_arg(args.path, args, lease=True)
     # The read txn keeps the Cleaner off the snapshot's files until the last row is out.
     try:
-        columns = (
-            [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-        )
-        if target.schema is not None and not _location_exists(target):
-            # A catalog table nothing was written to has no directory yet: zero rows.
+        columns: list[str] | None = args.columns  # checked by column_list
+        if columns is not None:
+            _check_columns(target, columns)
+        if target.schema is not None and (
+            not _location_exists(target)
+            or (
+                target.source.startswith("table ")  # the table's root, not a partition's
+                and target.partitions is None  # (a static link reads its own partitions)
+                and no_rows_on_disk(target.path, target.partition_keys)
+            )
+        ):
+            # A catalog table nothing was written to: zero rows, columns from the catalog.
             schema = build_plan(
                 None,
                 schema=target.schema,
