@@ -228,6 +228,23 @@ def test_a_partition_directory_inside_a_partition_is_never_compacted_or_deleted(
     assert "ds=b" in _dirs(t.dir("ds=a"))
 
 
+def test_compact_without_partition_fails_when_one_partition_fails(
+    make_tbl: MakeTbl, cli: Cli
+) -> None:
+    """The table's requests all run; one failed partition (here the stray copy above) makes
+    the command fail in one line naming it, after the other partition was compacted."""
+    t, before = _partitioned(make_tbl)
+    shutil.copytree(t.dir("ds=b"), Path(t.dir("ds=a")) / "ds=b")
+    code, out, err = cli("compact", "default.t", "--type", "major", "--wait")
+    assert code == EXIT_ERROR, out + err
+    assert "compaction 1: failed" in out and "compaction 2: succeeded" in out, out
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("acidstream: error: compaction 1 of default.t/ds=a failed: "), err
+    assert "named like a partition of default.t (ds=b)" in err
+    assert [d[:5] for d in _dirs(t.dir("ds=b"))] == ["base_"]
+    assert t.read(partition="ds=b").equals(before["ds=b"])
+
+
 def test_compact_table_with_a_live_writers_side_file_in_a_partition(
     make_tbl: MakeTbl, cli: Cli
 ) -> None:
