@@ -49,9 +49,9 @@ from acid.layout import (
 from acid.orc_inspect import inspect_orc
 from acid.partition_name import parse_partition_component
 from acid.partitions import discover_partitions
-from acid.side_file import decode_flush_lengths
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import FileInfo, Storage
+from recovery.streaming_files import SideFileState, judge_dead_writer_file, read_side_file
 from txn.catalog import TableDef
 from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnState, TxnStore
 
@@ -131,6 +131,10 @@ class Finding:
         detail: What exactly, in one line.
         write_ids: The write id range concerned, when there is one.
         txn_ids: The txns concerned, when there are some.
+        cut_to: For a dead writer's streaming file: the length ``repair`` cuts it to (a
+            readable footer that keeps every committed row).
+        quarantine: For a dead writer's streaming file: ``repair`` moves it (and its side
+            file) to the quarantine, as nothing in it can be read.
     """
 
     kind: str
@@ -138,6 +142,8 @@ class Finding:
     detail: str = ""
     write_ids: tuple[int, int] | None = None
     txn_ids: tuple[int, ...] = ()
+    cut_to: int | None = None
+    quarantine: bool = False
 
     @property
     def severity(self) -> Severity:
@@ -154,6 +160,10 @@ class Finding:
             out["write_ids"] = list(self.write_ids)
         if self.txn_ids:
             out["txn_ids"] = list(self.txn_ids)
+        if self.cut_to is not None:
+            out["cut_to"] = self.cut_to
+        if self.quarantine:
+            out["quarantine"] = True
         return out
 
 
@@ -202,30 +212,6 @@ class FsckReport:
         )
 
 
-@dataclass(frozen=True)
-class SideFileState:
-    """A side file as recovery sees it: its complete lengths, and whether it is torn."""
-
-    lengths: tuple[int, ...]
-    torn: bool
-
-    @property
-    def last(self) -> int:
-        """The last complete flush length (0 when none: nothing was ever flushed)."""
-        return self.lengths[-1] if self.lengths else 0
-
-
-def read_side_file(storage: Storage, data_path: str) -> SideFileState | None:
-    """The side file of ``data_path``, tolerating a torn last entry (recovery reads what a
-    dead writer left; readers refuse it). ``None`` when there is no side file."""
-    side = side_file_name(data_path)
-    if not storage.exists(side):
-        return None
-    raw = storage.read_bytes(side)
-    whole = len(raw) - len(raw) % 8
-    return SideFileState(tuple(decode_flush_lengths(raw[:whole], path=side)), whole != len(raw))
-
-
 # ---------------------------------------------------------------------------------------------
 # snapshot helpers
 
@@ -238,12 +224,21 @@ class WriteIdStates:
     down to the lowest invalid id when no valid write follows) is looked up through its
     txn in the store. An id no txn maps to (never allocated, or purged long after its
     commit) is ``unknown``, which is not open.
+
+    ``reaped``: txns to count as aborted although they are open: the timed-out txns that
+    ``repair --apply`` aborts first, so that its plan shows what it does after the abort.
     """
 
     def __init__(
-        self, store: TxnStore | None, table: TableDef | None, write_ids: ValidWriteIdList
+        self,
+        store: TxnStore | None,
+        table: TableDef | None,
+        write_ids: ValidWriteIdList,
+        *,
+        reaped: frozenset[int] = frozenset(),
     ) -> None:
         self._store, self._table, self.write_ids = store, table, write_ids
+        self._reaped = reaped
         self._cache: dict[int, str] = {}
 
     def state(self, write_id: int) -> str:
@@ -257,6 +252,8 @@ class WriteIdStates:
         if write_id not in self._cache:
             txn = self._store.txn_for_write_id(self._table.db, self._table.name, write_id)
             st = None if txn is None else self._store.txn_state(txn)
+            if st == TxnState.OPEN and txn in self._reaped:
+                st = TxnState.ABORTED
             self._cache[write_id] = {
                 TxnState.OPEN: "open",
                 TxnState.ABORTED: "aborted",
@@ -297,59 +294,60 @@ class _Walk:
 
 
 def _check_data_file(w: _Walk, f: FileInfo, parsed: ParsedBase | ParsedDelta) -> None:
-    """One bucket file: its side file (if any) and whether it decodes at its logical length."""
+    """One bucket file: its side file (if any) and whether it decodes at its logical length.
+
+    A dead writer's file (a side file, no write id of its range open) is judged by
+    :func:`recovery.streaming_files.judge_dead_writer_file`, which also says what ``repair``
+    does with it (the finding's ``cut_to`` / ``quarantine``)."""
     w.files += 1
     length = f.size
-    try:
-        side = read_side_file(w.storage, f.path)
-    except (OSError, AcidStreamError) as e:
-        w.add("bad_side_file", side_file_name(f.path), f"cannot read: {e}")
-        return
-    if side is not None:
-        lo, hi = (
-            (parsed.min_write_id, parsed.max_write_id)
-            if isinstance(parsed, ParsedDelta)
-            else (parsed.write_id, parsed.write_id)
-        )
-        live = w.states is not None and w.states.range_has_open(lo, hi)
-        bad = side.torn or side.last > f.size or side.last < 0
-        if live:
-            if bad:
+    lo, hi = (
+        (parsed.min_write_id, parsed.max_write_id)
+        if isinstance(parsed, ParsedDelta)
+        else (parsed.write_id, parsed.write_id)
+    )
+    if w.storage.exists(side_file_name(f.path)):
+        states = w.states
+        if states is not None and states.range_has_open(lo, hi):
+            try:
+                side = read_side_file(w.storage, f.path)
+            except (OSError, AcidStreamError) as e:
+                w.add("bad_side_file", side_file_name(f.path), f"cannot read: {e}")
+                return
+            if side is None:
+                length = w.storage.size(f.path)  # the writer finished the file meanwhile
+            elif side.torn or side.last > f.size or side.last < 0:
                 w.add(
                     "bad_side_file",
                     side_file_name(f.path),
-                    f"torn={side.torn} last flush {side.last} of a {f.size}-byte file",
+                    f"torn={side.torn} last flush {side.last} of a {f.size}-byte file "
+                    "(a live writer's: left alone)",
                     write_ids=(lo, hi),
                 )
                 return
-            w.add(
-                "streaming_in_progress",
-                f.path,
-                f"flushed {side.last} of {f.size} bytes",
-                write_ids=(lo, hi),
-            )
-        else:
-            if side.last > f.size:
+            else:
                 w.add(
-                    "unreadable_file",
+                    "streaming_in_progress",
                     f.path,
-                    f"side file says {side.last} bytes were flushed, the file has {f.size}",
+                    f"flushed {side.last} of {f.size} bytes",
                     write_ids=(lo, hi),
                 )
-                return
-            extra = f.size - side.last
+                length = side.last
+        else:
+            # No metastore (fsck PATH): no write id can be shown aborted.
+            state_of = states.state if states is not None else (lambda _wid: "unknown")
+            v = judge_dead_writer_file(w.storage, f.path, size=f.size, state_of=state_of)
             w.add(
-                "dead_writer_side_file",
+                v.kind,
                 f.path,
-                f"last flush {side.last} of {f.size} bytes ({extra} unflushed)"
-                + (", side file torn" if side.torn else ""),
+                v.detail,
                 write_ids=(lo, hi),
+                cut_to=v.cut_to,
+                quarantine=v.quarantine,
             )
-        length = side.last
-        if length == 0:
-            return  # nothing was ever flushed: nothing committed can be in it
+            return  # the judge decoded the file whole at its cut, or found nothing readable
     if length == 0:
-        return  # an empty file (Hive's readers skip those)
+        return  # an empty file, or nothing flushed yet (Hive's readers skip those)
     try:
         orc_file, _info = inspect_orc(w.storage, f.path, length=length, file_length=f.size)
         if w.deep:
@@ -441,7 +439,14 @@ def _check_partition_dir(w: _Walk, path: str, *, table_root: bool) -> None:
             wids = w.states.write_ids if w.states is not None else None
             state = get_acid_state(path, write_ids=wids, txns=w.txns, storage=w.storage)
         except AcidStreamError as e:
-            w.add("unreadable_file", path, f"getAcidState fails: {e}")
+            prefix = path.rstrip("/") + "/"
+            if not any(
+                f.path.startswith(prefix) and (f.cut_to is not None or f.quarantine)
+                for f in w.findings
+            ):
+                w.add("unreadable_file", path, f"getAcidState fails: {e}")
+            # else: a dead writer's side file that repair fixes broke the listing; its own
+            # finding says so.
             return
         for o in state.obsolete:
             w.add("obsolete_dir", o)
@@ -503,8 +508,10 @@ def fsck_table(
     table: TableDef,
     *,
     partition: str | None = None,
+    partitions: Sequence[str] | None = None,
     txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
     deep: bool = True,
+    assume_reaped: bool = False,
 ) -> FsckReport:
     """Check one table (or one of its partitions) against the store's current snapshot.
 
@@ -512,17 +519,24 @@ def fsck_table(
         store: The table's metastore.
         table: The table (``store.get_table``).
         partition: A partition name (``ds=1/h=2``) to check that partition only.
+        partitions: Partition names to check only those (a static link's).
         txn_timeout_s: Open txns not heartbeaten for this long are reported as dead.
         deep: Decode every stripe of every file (default), not only the file tails.
+        assume_reaped: Judge the files as if the timed-out txns (still reported as
+            ``timed_out_txn``) were aborted: ``repair``'s plan, which aborts them first.
     """
     assert table.location is not None
     storage, root = Storage.for_path(table.location)
+    timed_out = _timed_out_txns(store, table, txn_timeout_s)
     txns = store.get_valid_txns()
     write_ids = store.get_valid_write_ids(table.db, table.name, txns)
-    w = _Walk(storage, WriteIdStates(store, table, write_ids), txns, deep)
+    reaped = frozenset(t for f in timed_out for t in f.txn_ids) if assume_reaped else frozenset()
+    w = _Walk(storage, WriteIdStates(store, table, write_ids, reaped=reaped), txns, deep)
     mismatch: list[Finding] = []
     if partition is not None:
-        dirs = [storage.join(root, partition)]
+        partitions = (partition,)
+    if partitions is not None:
+        dirs = [storage.join(root, p) for p in partitions]
     else:
         dirs, mismatch = _partition_dirs(store, table, storage, root)
         if table.is_partitioned and storage.exists(root):
@@ -531,15 +545,23 @@ def fsck_table(
         if storage.exists(d):
             _check_partition_dir(w, d, table_root=not table.is_partitioned)
     w.findings.extend(mismatch)
-    w.findings.extend(_timed_out_txns(store, table, txn_timeout_s))
+    w.findings.extend(timed_out)
     return FsckReport(
-        target=table.full_name if partition is None else f"{table.full_name}/{partition}",
+        target=_target_name(table, partitions),
         table=table.full_name,
         findings=tuple(_ordered(w.findings)),
         files_checked=w.files,
         dirs_checked=w.dirs,
         partitions_checked=len(dirs),
     )
+
+
+def _target_name(table: TableDef, partitions: Sequence[str] | None) -> str:
+    if partitions is None:
+        return table.full_name
+    if len(partitions) == 1:
+        return f"{table.full_name}/{partitions[0]}"
+    return f"{table.full_name} (partitions {', '.join(partitions) or 'none'})"
 
 
 def _check_table_root(w: _Walk, root: str) -> None:

@@ -1,8 +1,11 @@
 """``acidstream repair``: clear what a failure left in a table, never touching committed data.
 
-Runs :func:`recovery.fsck.fsck_table` and plans one action per repairable finding. A dry
-run (the default) only prints the plan; ``apply=True`` carries it out, re-checking each
-step against a fresh snapshot first, then runs fsck again. In order:
+Runs :func:`recovery.fsck.fsck_table` and plans one action per repairable finding. The plan
+is made once, by one code path (:func:`_plan`), as if the timed-out txns were already
+aborted (``fsck_table(assume_reaped=True)``): a dry run (the default) prints it, and
+``apply=True`` carries out exactly that plan, in order, re-checking each step against a
+fresh snapshot right before it runs (a re-check may only skip a step, never add one);
+then fsck runs again. In order:
 
 1. **Dead writers' txns**: open txns not heartbeaten within ``txn_timeout_s`` are aborted
    (:meth:`txn.txn_ops.TxnOps.reap_timed_out`, the housekeeper's step: one atomic store
@@ -11,18 +14,23 @@ step against a fresh snapshot first, then runs fsck again. In order:
 2. **Aborted directories**: a directory whose write ids are *all* aborted is removed. A
    directory that also holds a committed write id is never removed (its aborted rows stay
    hidden by their write id until a compaction drops them).
-3. **Streaming files whose writer died**: the file is cut back to the last length in its
-   side file (``orcfiledump --recover``), then the side file is removed. The cut is a copy
-   of the flushed prefix renamed over the file, so a writer that was only paused (SIGSTOP)
-   and resumes keeps writing into the old, unlinked file and cannot tear the new one. A
-   file never flushed (last length 0) held nothing committed and is removed.
+3. **Streaming files whose writer died** (:mod:`recovery.streaming_files` decides): the
+   file is cut back to a readable footer that keeps every committed row -- the side
+   file's last length when it is right, else the last readable footer (a
+   ``bad_side_file`` finding) -- then the side file is removed. The cut is a copy of the
+   prefix renamed over the file, so a writer that was only paused (SIGSTOP) and resumes
+   keeps writing into the old, unlinked file and cannot tear the new one. A file never
+   flushed (an empty side file and no readable footer) is moved to the quarantine. A
+   data file is never deleted.
 4. **Partitions on disk but not in the catalog** are registered; catalog partitions
    without a directory are reported (restore the files or drop the partition).
 5. **Unknown files** are moved, not deleted, into the hidden ``.acidstream_quarantine``
    directory of the table (readers skip hidden names).
 
-Unreadable files and torn side files of live writers are reported only: an operator
-decides. Obsolete directories are the cleaner's work (``acidstream compact``).
+Unreadable files and side files no safe cut exists for are reported only: an operator
+decides. Obsolete directories are the cleaner's work (``acidstream compact``). An action
+that fails (a read-only file system, an I/O error) is reported with its
+:class:`~acid.errors.StorageError`; the others still run.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acid.directory import is_lb_dir_name
+from acid.errors import AcidStreamError, storage_error
 from acid.layout import ParsedDelta, parse_dir_name, side_file_name
 from acid.partition_name import parse_partition_component
 from acid.storage import Storage
@@ -42,8 +51,8 @@ from recovery.fsck import (
     FsckReport,
     WriteIdStates,
     fsck_table,
-    read_side_file,
 )
+from recovery.streaming_files import judge_dead_writer_file
 from txn.catalog import TableDef
 from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
 
@@ -64,7 +73,10 @@ class Action:
         path: What it acts on.
         detail: What it does (or why not).
         done: Carried out (``apply``) without error.
-        error: Why it failed or was skipped at the last re-check.
+        error: Why it failed (``failed``) or was skipped at the last re-check.
+        failed: It was tried and failed (a :class:`~acid.errors.StorageError`, in
+            ``error``); a skipped step is not failed.
+        cut_to: ``recover_file``: the planned cut (``None``: moved to the quarantine).
     """
 
     action: str
@@ -72,6 +84,8 @@ class Action:
     detail: str
     done: bool = False
     error: str | None = None
+    failed: bool = False
+    cut_to: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +94,7 @@ class Action:
             "detail": self.detail,
             "done": self.done,
             "error": self.error,
+            "failed": self.failed,
         }
 
 
@@ -92,6 +107,11 @@ class RepairReport:
     actions: tuple[Action, ...]
     before: FsckReport
     after: FsckReport | None = None
+
+    @property
+    def failed(self) -> tuple[Action, ...]:
+        """The actions tried and failed (never the skipped ones)."""
+        return tuple(a for a in self.actions if a.failed)
 
     @property
     def exit_code(self) -> int:
@@ -120,13 +140,12 @@ def recover_streaming_file(storage: Storage, path: str, length: int) -> None:
 
     The prefix is copied to a hidden file in the same directory, made durable and renamed
     over ``path``: the rename is atomic, and a paused writer still holding the old file
-    open writes into an unlinked inode. ``length`` 0 removes the file.
+    open writes into an unlinked inode. A cut to nothing is refused: a file is never
+    deleted here (``length`` must be a readable footer's end).
     """
+    if length <= 0:
+        raise ValueError(f"{path}: a cut to {length} bytes would delete the file; refused")
     side = side_file_name(path)
-    if length == 0:
-        storage.delete(path)
-        storage.delete(side)
-        return
     directory, name = path.rsplit("/", 1)
     tmp = storage.join(directory, f".{name}.recover")
     storage.delete(tmp)
@@ -143,7 +162,9 @@ def recover_streaming_file(storage: Storage, path: str, length: int) -> None:
     storage.delete(side)
 
 
-def _plan(store: TxnStore, table: TableDef, report: FsckReport) -> list[Action]:
+def _plan(table: TableDef, report: FsckReport) -> list[Action]:
+    """The one plan: an action per finding of ``report`` (fsck with the timed-out txns
+    counted as aborted), in the order apply carries them out."""
     out: list[Action] = []
     stale = sorted({t for f in report.of_kind("timed_out_txn") for t in f.txn_ids})
     if stale:
@@ -160,13 +181,24 @@ def _plan(store: TxnStore, table: TableDef, report: FsckReport) -> list[Action]:
             continue  # inside a directory that goes whole
         if f.kind == "aborted_dir":
             out.append(Action("remove_dir", f.path, f.detail))
-        elif f.kind == "dead_writer_side_file":
-            out.append(Action("recover_file", f.path, f"cut to the last flush: {f.detail}"))
+        elif f.kind in ("dead_writer_side_file", "bad_side_file") and f.cut_to is not None:
+            what = f"cut to {f.cut_to} bytes, side file removed"
+            out.append(
+                Action("recover_file", f.path, f"{what} ({f.kind}: {f.detail})", cut_to=f.cut_to)
+            )
+        elif f.kind in ("dead_writer_side_file", "bad_side_file") and f.quarantine:
+            what = f"move with its side file to {QUARANTINE_DIR}/"
+            out.append(Action("recover_file", f.path, f"{what} ({f.kind}: {f.detail})"))
         elif f.kind == "partition_not_in_catalog":
             out.append(Action("register_partition", f.path, "add the partition to the catalog"))
         elif f.kind == "unknown_file":
             out.append(Action("quarantine", f.path, f"move to {QUARANTINE_DIR}/: {f.detail}"))
-        elif f.kind in ("unreadable_file", "bad_side_file", "partition_missing_on_disk"):
+        elif f.kind in (
+            "unreadable_file",
+            "bad_side_file",
+            "dead_writer_side_file",
+            "partition_missing_on_disk",
+        ):
             out.append(Action("none", f.path, f"not repaired ({f.kind}): {f.detail}"))
     return out
 
@@ -181,6 +213,10 @@ def repair_table(
 ) -> RepairReport:
     """Plan (and with ``apply`` carry out) the repair of one table; see the module doc.
 
+    The dry run's actions and the applied ones are the same list, in the same order:
+    apply carries out the plan the dry run shows, each step re-checked (and skipped if the
+    table moved on since), and adds none.
+
     Args:
         store: The table's metastore.
         table: The table.
@@ -188,41 +224,40 @@ def repair_table(
         txn_timeout_s: Open txns without a heartbeat for this long count as dead writers'.
         deep: fsck decodes every stripe (default), not only file tails.
     """
-    before = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep)
-    planned = _plan(store, table, before)
+    before = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep, assume_reaped=True)
+    planned = _plan(table, before)
     if not apply:
         return RepairReport(table.full_name, False, tuple(planned), before)
-    actions: list[Action] = []
-    if any(a.action == "abort_txns" for a in planned):
-        reaped = store.reap_timed_out(timeout_s=txn_timeout_s)
-        actions.append(
-            Action("abort_txns", table.full_name, f"aborted timed-out txns {reaped}", done=True)
-        )
-        # The aborts make more directories and side files repairable: plan again.
-        current = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep)
-        planned = [a for a in _plan(store, table, current) if a.action != "abort_txns"]
     assert table.location is not None
     storage, root = Storage.for_path(table.location)
+    actions: list[Action] = []
     for a in planned:
-        actions.append(_carry_out(store, table, storage, root, a, txn_timeout_s))
+        if a.action == "abort_txns":
+            reaped = store.reap_timed_out(timeout_s=txn_timeout_s)
+            actions.append(
+                Action("abort_txns", table.full_name, f"aborted timed-out txns {reaped}", done=True)
+            )
+        else:
+            actions.append(_carry_out(store, table, storage, root, a))
     after = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep)
     return RepairReport(table.full_name, True, tuple(actions), before, after)
 
 
-def _carry_out(
-    store: TxnStore,
-    table: TableDef,
-    storage: Storage,
-    root: str,
-    a: Action,
-    txn_timeout_s: float,
-) -> Action:
-    """One action, re-checked against a fresh snapshot right before it runs."""
+_OUTCOME = {
+    "remove_dir": "the directory (all aborted write ids) may be partly removed",
+    "recover_file": "the file is as it was (the cut is a copy renamed over it)",
+    "quarantine": "the file is where it was",
+}
+
+
+def _carry_out(store: TxnStore, table: TableDef, storage: Storage, root: str, a: Action) -> Action:
+    """One action, re-checked against a fresh snapshot right before it runs. A failure of
+    the file system is returned as the action's :class:`~acid.errors.StorageError`."""
     try:
         if a.action == "remove_dir":
             return _remove_aborted_dir(store, table, storage, a)
         if a.action == "recover_file":
-            return _recover(store, table, storage, a)
+            return _recover(store, table, storage, root, a)
         if a.action == "register_partition":
             rel = a.path[len(root.rstrip("/")) + 1 :]
             kv = [parse_partition_component(p) for p in rel.split("/")]
@@ -230,21 +265,38 @@ def _carry_out(
                 return _skip(a, f"{rel} is not a partition path")
             values = dict(x for x in kv if x is not None)
             info = store.add_partition(table.db, table.name, values)
-            return Action(a.action, a.path, f"registered {info.name}", done=True)
+            return _done(a, f"registered {info.name}")
         if a.action == "quarantine":
-            rel = a.path[len(root.rstrip("/")) + 1 :]
-            dest = storage.join(root, QUARANTINE_DIR, rel)
-            storage.makedirs(dest.rsplit("/", 1)[0])
-            storage.rename(a.path, dest)
-            return Action(a.action, a.path, f"moved to {dest}", done=True)
+            if not storage.exists(a.path):
+                return _skip(a, "it is gone")
+            return _done(a, f"moved to {_quarantine(storage, root, a.path)}")
         return a
     except OSError as e:
-        log.warning("repair of %s failed: %s", a.path, e)
-        return Action(a.action, a.path, a.detail, error=f"{type(e).__name__}: {e}")
+        err = storage_error(e, f"{a.action} {a.path}", _OUTCOME.get(a.action, "nothing changed"))
+        log.warning("repair: %s", err)
+        return Action(a.action, a.path, a.detail, error=str(err), failed=True, cut_to=a.cut_to)
+
+
+def _done(a: Action, detail: str) -> Action:
+    return Action(a.action, a.path, detail, done=True, cut_to=a.cut_to)
 
 
 def _skip(a: Action, why: str) -> Action:
-    return Action(a.action, a.path, a.detail, error=f"skipped: {why}")
+    return Action(a.action, a.path, a.detail, error=f"skipped: {why}", cut_to=a.cut_to)
+
+
+def _quarantine(storage: Storage, root: str, path: str) -> str:
+    """Move ``path`` to the same place under the table's quarantine (a free name: a file
+    already there is never overwritten). Returns where it went."""
+    rel = path[len(root.rstrip("/")) + 1 :]
+    dest = storage.join(root, QUARANTINE_DIR, rel)
+    n = 0
+    while storage.exists(dest):
+        n += 1
+        dest = storage.join(root, QUARANTINE_DIR, f"{rel}.{n}")
+    storage.makedirs(dest.rsplit("/", 1)[0])
+    storage.rename(path, dest)
+    return dest
 
 
 def _states_now(store: TxnStore, table: TableDef) -> WriteIdStates:
@@ -266,10 +318,12 @@ def _remove_aborted_dir(store: TxnStore, table: TableDef, storage: Storage, a: A
     if not _states_now(store, table).range_all_aborted(lo, hi):
         return _skip(a, f"write ids {lo}..{hi} are no longer all aborted")
     storage.delete(a.path, recursive=True)
-    return Action(a.action, a.path, f"removed (write ids {lo}..{hi} all aborted)", done=True)
+    return _done(a, f"removed (write ids {lo}..{hi} all aborted)")
 
 
-def _recover(store: TxnStore, table: TableDef, storage: Storage, a: Action) -> Action:
+def _recover(store: TxnStore, table: TableDef, storage: Storage, root: str, a: Action) -> Action:
+    """A dead writer's file: judged again now; carried out only if the judgement is the
+    planned one (the same cut, or the quarantine)."""
     dir_path = a.path.rsplit("/", 1)[0]
     while is_lb_dir_name(dir_path.rsplit("/", 1)[-1]):
         # The file sits in a list-bucketing directory of the delta: its writer's batch is
@@ -279,17 +333,26 @@ def _recover(store: TxnStore, table: TableDef, storage: Storage, a: Action) -> A
     if not isinstance(parsed, ParsedDelta):
         return _skip(a, "not in a delta directory")
     lo, hi = parsed.min_write_id, parsed.max_write_id
-    if _states_now(store, table).range_has_open(lo, hi):
-        return _skip(a, f"a write id of {lo}..{hi} is open again: its writer is alive")
-    side = read_side_file(storage, a.path)
-    if side is None:
+    states = _states_now(store, table)
+    if states.range_has_open(lo, hi):
+        return _skip(a, f"a write id of {lo}..{hi} is open: its writer is alive")
+    if not storage.exists(side_file_name(a.path)):
         return _skip(a, "its side file is gone (the writer finished it)")
-    size = storage.size(a.path)
-    if side.last > size:
-        return _skip(a, f"flush length {side.last} is past the file's {size} bytes")
-    recover_streaming_file(storage, a.path, side.last)
-    what = "removed (never flushed)" if side.last == 0 else f"cut {size} -> {side.last} bytes"
-    return Action(a.action, a.path, f"{what}; side file removed", done=True)
+    try:
+        size = storage.size(a.path)
+        now = judge_dead_writer_file(storage, a.path, size=size, state_of=states.state)
+    except AcidStreamError as e:
+        return _skip(a, f"cannot be judged again: {e}")
+    planned = f"cut:{a.cut_to}" if a.cut_to is not None else "quarantine"
+    if now.remedy != planned:
+        return _skip(a, f"the file changed since the plan (now: {now.remedy}: {now.detail})")
+    if now.cut_to is not None:
+        recover_streaming_file(storage, a.path, now.cut_to)
+        return _done(a, f"cut {size} -> {now.cut_to} bytes; side file removed")
+    side = side_file_name(a.path)
+    dest = _quarantine(storage, root, a.path)
+    side_dest = _quarantine(storage, root, side)
+    return _done(a, f"moved to {dest} (never flushed), side file to {side_dest}")
 
 
 def describe_finding(f: Finding) -> str:

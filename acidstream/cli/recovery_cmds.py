@@ -3,9 +3,13 @@
 * ``fsck db.t|PATH`` checks a table's files against its metastore (``recovery.fsck``);
   exit 0 clean, 6 leftovers ``repair`` can clear, 7 unreadable data;
 * ``repair db.t [--apply]`` plans (dry run) or carries out the repair
-  (``recovery.repair``); exit as fsck after it;
+  (``recovery.repair``); exit as fsck after it, 4 when an action failed on the file
+  system (each failure listed, the one-line error on stderr);
 * ``sink-state CONFIG|db.t`` prints what each sink and resumable ingest recorded in the
   table (``recovery.sink_state``).
+
+Names follow ``txn.namespaces`` (``--namespace``, namespace mode): ``fsck`` and
+``sink-state`` read (a link checks its target), ``repair`` writes (a link is refused).
 
 See ``docs/recovery.md``.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from acidstream.cli.output import print_table
@@ -50,7 +55,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--metastore", help="metastore URL (default: $ACIDSTREAM_METASTORE)")
     p.add_argument("--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE)")
+    _namespace(p)
     p.set_defaults(func=_cmd_sink_state)
+
+
+def _namespace(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--namespace", help="bind to this namespace: TABLE is then T, <namespace>.T or a link T1@B"
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -66,41 +78,65 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--metastore", help="metastore URL (default: $ACIDSTREAM_METASTORE)")
     p.add_argument("--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE)")
+    _namespace(p)
 
 
-def _resolve(args: argparse.Namespace, *, allow_path: bool) -> tuple[Any, Any, str | None]:
-    """(store, table, partition) for a name or a registered path; (None, None, path) for a
-    path no metastore knows."""
+@dataclass
+class _Target:
+    """What ``fsck``/``repair`` act on: a table of a metastore (``partitions``: only these,
+    e.g. a static link's), or (``store`` ``None``) a path no metastore knows."""
+
+    store: Any
+    table: Any
+    partitions: tuple[str, ...] | None = None
+    path: str | None = None
+
+
+def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
+    """The table of a name or a registered path, bound as ``txn.namespaces`` says: a read
+    (``fsck``) through :func:`~txn.namespaces.resolve_read` (a link checks its target), a
+    write (``repair``) through :func:`~txn.namespaces.resolve_write` (a link is refused)."""
     from acid.errors import TableNotFoundError
     from acid.storage import Storage
-    from acid.table_name import TableName
     from txn.config import StoreConfig
-    from txn.namespaces import refuse_link
+    from txn.namespaces import check_table_namespace, refuse_link, resolve_read, resolve_write
 
     cfg = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
     target: str = args.target
+    namespace: str | None = args.namespace
     is_path = "://" in target or os.path.exists(target) or "/" in target
-    if is_path and not allow_path:
+    if is_path and write:
         raise TableNotFoundError(f"{target}: give a db.table name")
+    if write and not is_path:
+        refuse_link(target, action="repair")  # before any store is opened
     meta_db = cfg.metastore_url.removeprefix("sqlite:///")
     has_store = not cfg.metastore_url.startswith("sqlite:") or os.path.exists(meta_db)
     if not has_store:
-        if is_path:
-            return None, None, target
+        if is_path and namespace is None:
+            return _Target(None, None, path=target)
         raise TableNotFoundError(f"{target}: no metastore at {cfg.metastore_url}")
-    store = cfg.open(read_only=allow_path)  # fsck reads; repair writes
+    store = cfg.open(read_only=not write)  # fsck reads; repair writes
     try:
         if is_path:
             _s, path = Storage.for_path(target)
             found = store.find_location(path if "://" not in target else target)
             if found is None:
+                if namespace is not None:
+                    raise TableNotFoundError(
+                        f"{target}: no table of namespace {namespace} is at this path"
+                    )
                 store.close()
-                return None, None, target
+                return _Target(None, None, path=target)
             table, partition = found
-            return store, table, partition
-        refuse_link(target, action="check" if allow_path else "repair")
-        name = TableName.parse(target)
-        return store, store.get_table(name.db, name.table), None
+            check_table_namespace(store, table.db, namespace=namespace)
+            return _Target(store, table, None if partition is None else (partition,))
+        if write:
+            name = resolve_write(store, target, namespace=namespace, action="repair")
+            return _Target(store, store.get_table(name.db, name.table))
+        ref = resolve_read(store, target, namespace=namespace)
+        table = store.get_table(ref.table.db, ref.table.table)
+        parts = ref.partitions
+        return _Target(store, table, None if parts is None else tuple(sorted(parts)))
     except BaseException:
         store.close()
         raise
@@ -127,21 +163,21 @@ def _print_findings(report: Any, *, verbose: bool) -> None:
 def _cmd_fsck(args: argparse.Namespace) -> int:
     from recovery.fsck import fsck_path, fsck_table
 
-    store, table, partition = _resolve(args, allow_path=True)
-    if store is None:
-        assert partition is not None  # the path itself
-        report = fsck_path(partition, deep=not args.quick)
+    t = _resolve(args, write=False)
+    if t.store is None:
+        assert t.path is not None
+        report = fsck_path(t.path, deep=not args.quick)
     else:
         try:
             report = fsck_table(
-                store,
-                table,
-                partition=partition,
+                t.store,
+                t.table,
+                partitions=t.partitions,
                 txn_timeout_s=args.txn_timeout,
                 deep=not args.quick,
             )
         finally:
-            store.close()
+            t.store.close()
     if args.format == "json":
         print(report.to_json())
     else:
@@ -151,19 +187,33 @@ def _cmd_fsck(args: argparse.Namespace) -> int:
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
+    from acid.errors import StorageError
     from recovery.repair import repair_table
 
-    store, table, _partition = _resolve(args, allow_path=False)
-    assert store is not None
+    t = _resolve(args, write=True)
     try:
-        report = repair_table(store, table, apply=args.apply, txn_timeout_s=args.txn_timeout)
+        report = repair_table(t.store, t.table, apply=args.apply, txn_timeout_s=args.txn_timeout)
     finally:
-        store.close()
+        t.store.close()
+    failed = report.failed
     if args.format == "json":
         print(report.to_json())
-        code: int = report.exit_code
-        return code
-    mode = "applied" if report.applied else "dry run (add --apply to carry it out)"
+    else:
+        _print_repair(report)
+    if failed:
+        # One line on stderr and exit 4 (main); each failure is in the listing above.
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more, listed above)" if len(failed) > 1 else ""
+        raise StorageError(
+            f"repair of {report.table}: {len(failed)} of {len(report.actions)} actions "
+            f"failed; {first.error}{more}"
+        )
+    code: int = report.exit_code
+    return code
+
+
+def _print_repair(report: Any) -> None:
+    """The plan, or what was done (``FAILED: ...`` / ``skipped: ...`` per action)."""
     if report.actions:
         print_table(
             ("action", "path", "result" if report.applied else "plan"),
@@ -171,29 +221,41 @@ def _cmd_repair(args: argparse.Namespace) -> int:
                 (
                     a.action,
                     a.path,
-                    (a.error or a.detail) if report.applied else a.detail,
+                    _result(a) if report.applied else a.detail,
                 )
                 for a in report.actions
             ],
         )
     else:
         print("nothing to repair")
-    print(f"{report.table}: {mode}")
+    if not report.applied:
+        print(f"{report.table}: dry run (add --apply to carry it out)")
+    elif report.failed:
+        done = sum(a.done for a in report.actions)
+        print(f"{report.table}: NOT repaired: {len(report.failed)} actions failed, {done} done")
+    else:
+        print(f"{report.table}: applied")
     if report.after is not None:
         _print_findings(report.after, verbose=False)
-    return report.exit_code
+
+
+def _result(a: Any) -> str:
+    if a.failed:
+        return f"FAILED (StorageError): {a.error}"
+    return str(a.error or a.detail)
 
 
 def _cmd_sink_state(args: argparse.Namespace) -> int:
     import json
 
-    from acid.table_name import TableName
     from recovery.sink_state import sink_records
     from txn.config import StoreConfig
+    from txn.namespaces import resolve_read
 
     target: str = args.target
     sink_id = args.sink_id
     metastore, warehouse = args.metastore, args.warehouse
+    namespace: str | None = args.namespace
     if target.endswith((".yaml", ".yml")) or os.path.isfile(target):
         from sinks.config import KafkaJobConfig
 
@@ -202,13 +264,15 @@ def _cmd_sink_state(args: argparse.Namespace) -> int:
         sink_id = sink_id or job.sink.sink_id
         metastore = metastore or job.metastore
         warehouse = warehouse or job.warehouse
+        namespace = namespace or job.table.namespace
     else:
         table_name = target
     cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
-    name = TableName.parse(table_name)
     store = cfg.open(read_only=True)
     try:
-        table = store.get_table(name.db, name.table)
+        # A read: the client's binding holds, and a link shows its target's records.
+        ref = resolve_read(store, table_name, namespace=namespace)
+        table = store.get_table(ref.table.db, ref.table.table)
     finally:
         store.close()
     records = sink_records(table, sink_id=sink_id)
