@@ -414,7 +414,8 @@ def set_table_location(
     transaction); the write ids are checked here, with the change.
 
     Raises:
-        ConfigError: committed data would be orphaned (:func:`txn.relocation.check_relocation`).
+        ConfigError: committed data would be orphaned, or ``location`` overlaps another
+            table's directory (:func:`txn.relocation.check_relocation`).
     """
     new = absolute_location(location)
     t = get_table(tx, db, table, check=False)
@@ -422,7 +423,12 @@ def set_table_location(
     if new == old:
         return get_table(tx, t.db, t.name)
     writes = table_write_counts(tx, t.db, t.name)
-    check_relocation(t, new, writes, old_file=old_file, new_file=new_file)
+    others = [
+        (f"{r[0]}.{r[1]}", str(r[2]))
+        for r in tx.q("SELECT TBL_DB, TBL_NAME, LOCATION FROM TBLS")
+        if r[2] and (r[0], r[1]) != (t.db, t.name)
+    ]
+    check_relocation(t, new, writes, old_file=old_file, new_file=new_file, others=others)
     tx.x("UPDATE TBLS SET LOCATION = ? WHERE TBL_DB = ? AND TBL_NAME = ?", new, t.db, t.name)
     parts = tx.q(
         "SELECT PART_NAME, LOCATION FROM PARTITIONS WHERE PART_DB = ? AND PART_TBL = ?",
@@ -612,7 +618,8 @@ class CatalogOps(StoreOps):
         Raises:
             ConfigError: the table has data the move would orphan: a file under its
                 current location, an open write id, or committed write ids and no file
-                under ``location`` (``docs/namespaces.md``, set-location).
+                under ``location`` (``docs/namespaces.md``, set-location); or
+                ``location`` is, holds or lies inside another table's directory.
             TableNotFoundError: no such table.
         """
         current = self._db.run(

@@ -5,7 +5,8 @@ data, a table reads as empty and its committed rows are orphaned (issue 28, item
 table is re-pointed only when nothing would be left behind: no file under its current
 location, no writer streaming into it, and either no committed write id or files at the
 new location (the data was moved there by hand, or the table's old relative location is
-being migrated to the directory that really holds its files).
+being migrated to the directory that really holds its files). Nor is a table pointed
+into, above or at another table's directory: the two would read each other's files.
 
 Moving the data ourselves is not offered: a directory rename is atomic only within one
 file system, and readers holding a snapshot, the Cleaner and writers that opened before
@@ -14,6 +15,7 @@ the move would still use the old paths.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from acid.errors import ConfigError
@@ -68,18 +70,34 @@ def table_write_counts(tx: Tx, db: str, table: str) -> WriteCounts:
     return WriteCounts(hwm - len(opens) - len(aborted), tuple(opens))
 
 
+def _overlap(a: str, b: str) -> bool:
+    """Whether two absolute locations are the same directory or one holds the other."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
 def check_relocation(
-    t: TableDef, new: str, writes: WriteCounts, *, old_file: str | None, new_file: str | None
+    t: TableDef,
+    new: str,
+    writes: WriteCounts,
+    *,
+    old_file: str | None,
+    new_file: str | None,
+    others: Sequence[tuple[str, str]] = (),
 ) -> None:
-    """Refuse to point ``t`` at ``new`` when committed data would be orphaned.
+    """Refuse to point ``t`` at ``new`` when committed data would be orphaned, or when
+    ``new`` is, holds or lies inside another table's directory (the two tables would read
+    and compact each other's files).
 
     Args:
         writes: the table's write ids, read in the DB transaction that changes it.
         old_file: a file under the current location (:func:`first_file_under`).
         new_file: a file under ``new``.
+        others: every other table's ``(name, location)``.
 
     Raises:
-        ConfigError: saying what data the table has and what to do instead.
+        ConfigError: saying what data the table has, or which table is in the way, and
+            what to do instead.
     """
     old = t.location or ""
     what = f"cannot set the location of {t.full_name}"
@@ -96,6 +114,12 @@ def check_relocation(
             f"{what}: write ids {ids} are open (a writer is streaming into {old}); let it "
             "finish or abort its txns (`acidstream abort TXNID`) first"
         )
+    for name, loc in others:
+        if is_absolute_location(loc) and _overlap(new, loc):
+            raise ConfigError(
+                f"{what}: {new} overlaps the directory of table {name} ({loc}); give each "
+                "table a directory of its own"
+            )
     if writes.committed and new_file is None:
         raise ConfigError(
             f"{what}: it has {writes.committed} committed write id(s) and there is no file "

@@ -108,6 +108,24 @@ def test_an_empty_or_never_written_table_is_repointed(store: TxnStore, tmp_path:
     assert store.set_table_location("default", "u", str(other)).location == str(other)
 
 
+def test_a_location_overlapping_another_tables_directory_is_refused(
+    store: TxnStore, warehouse: str, tmp_path: Path
+) -> None:
+    """An empty table pointed at, above or inside a table with rows would read (and its
+    compactor and cleaner would rewrite) that table's files."""
+    t = make_table(store)
+    _write(store, range(2))
+    make_table(store, "u")
+    assert t.location is not None
+    for target in (t.location, f"{t.location}/", f"{t.location}/sub", warehouse):
+        with pytest.raises(ConfigError, match=r"overlaps the directory of table default\.t"):
+            store.set_table_location("default", "u", target)
+    assert store.get_table("default", "u").location == f"{warehouse}/u"
+    # a sibling whose name only starts like it is not inside it
+    sibling = f"{t.location}_2"
+    assert store.set_table_location("default", "u", sibling).location == sibling
+
+
 def test_a_directory_moved_by_hand_is_followed(
     store: TxnStore, warehouse: str, tmp_path: Path
 ) -> None:
