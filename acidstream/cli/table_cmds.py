@@ -23,6 +23,7 @@ from acid.list_bucketing import (
     parse_skewed_location,
     parse_skewed_values,
 )
+from acidstream.cli.namespace_cmds import link_partitions
 from txn.config import StoreConfig
 from txn.namespaces import refuse_link, resolve_read, resolve_write
 from txn.store import TxnStore
@@ -143,8 +144,6 @@ def _alter_table(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from acidstream.cli.namespace_cmds import link_partitions
-
     with _store(args, read_only=True) as store:
         ref = resolve_read(store, args.table, namespace=args.namespace)
         t = store.get_table(ref.table.db, ref.table.table)
