@@ -19,11 +19,13 @@ def register(subparsers: Any) -> None:
         "--bootstrap", help="Kafka bootstrap servers (overrides the config; 'embedded' starts one)"
     )
     p.add_argument("--topic", help="topic (overrides the config)")
-    p.add_argument("--sample-events", type=int, default=None,
-                   help="produce this many sample events first (default: 100000 with the embedded broker)")  # fmt: skip
+    p.add_argument("--sample-events", type=_count, default=None, metavar="N",
+                   help="produce this many sample events first (default: 100000 with the embedded "
+                   "broker; 0: none, the job then runs over an empty topic)")  # fmt: skip
     p.add_argument(
-        "--bad-every", type=int, default=10_000, help="a malformed sample record after every N"
-    )
+        "--bad-every", type=_count, default=10_000, metavar="N",
+        help="a malformed sample record after every N (0: none)",
+    )  # fmt: skip
     p.add_argument(
         "--continuous", action="store_true", help="processing-time trigger instead of availableNow"
     )
@@ -33,6 +35,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--metastore", help="metastore URL (overrides config and environment)")
     p.add_argument("--warehouse", help="warehouse root (overrides config and environment)")
     p.set_defaults(func=_cmd_run_kafka)
+
+
+def _count(text: str) -> int:
+    """A count of events, 0 or more (argparse turns the error into exit 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count (0 or more), got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a count (0 or more), got {n}")
+    return n
 
 
 def _cmd_run_kafka(args: argparse.Namespace) -> int:
@@ -149,8 +162,10 @@ def _summary(
 ) -> None:
     import pyarrow.compute as pc
 
+    from acid.read_plan import build_plan
     from acid.reader import read_table
     from acid.table_name import TableName
+    from acidstream.cli.acid_cmds import no_rows_on_disk
     from txn.config import StoreConfig
 
     t = time.monotonic()
@@ -167,9 +182,20 @@ def _summary(
         if "id" in table.schema.names
         else list(table.partition_names)
     )
-    data = read_table(
-        table.location or "", write_ids=wids, txns=txns, columns=cols or None, schema=table.schema
-    )
+    if no_rows_on_disk(table.location or "", table.partition_names):
+        # Nothing written yet (a run over an empty topic): zero rows, columns from the catalog
+        # (the reader would find no partition directory to take the partition columns from).
+        data = (
+            build_plan(
+                None, schema=table.schema, partition_names=tuple(table.partition_names),
+                columns=cols or None, include_row_id=False, filter=None, timestamp_unit="us",
+            ).schema().empty_table()
+        )  # fmt: skip
+    else:
+        data = read_table(
+            table.location or "", write_ids=wids, txns=txns, columns=cols or None,
+            schema=table.schema,
+        )  # fmt: skip
     timings.append(("read back", time.monotonic() - t))
     print()
     if table.partition_names:
