@@ -64,8 +64,12 @@ def read_blocks(
     Each chunk's delimiters are found in one vectorized pass (numpy); only the slicing of
     the records themselves is per record.
     """
-    pos = start  # offset of buf[0] in the input
-    buf = b""
+    pos = start  # offset of the first unconsumed byte (the start of ``tail``)
+    # The bytes of a record not yet ended, one piece per read: a long record is joined
+    # once, when its delimiter comes (appending to one bytes object, and scanning it
+    # again, on every read made a record of N chunks cost N^2 chunk copies).
+    tail: list[bytes] = []
+    tail_len = 0
     block = Block()
     skipping: tuple[int, bytes] | None = None  # (start, head) of an oversize record
     while True:
@@ -83,9 +87,15 @@ def read_blocks(
             skipping = None
             pos = end
             chunk = chunk[cut + 1 :]
-        buf += chunk
-        delims = _delims(buf)
-        if len(delims):
+        delims = _delims(chunk)  # only the new bytes are scanned
+        if not len(delims):
+            if chunk:
+                tail.append(chunk)
+                tail_len += len(chunk)
+        else:
+            buf = b"".join([*tail, chunk]) if tail else chunk
+            delims += tail_len
+            tail, tail_len = [], 0
             starts = np.concatenate(([0], delims[:-1] + 1))
             lengths = delims - starts
             keep = lengths > 0  # not empty lines (nor "\r\n"'s second half)
@@ -102,24 +112,23 @@ def read_blocks(
                 )
             yield from _fill(block, segments, block_records)
             i = int(delims[-1]) + 1
-        else:
-            i = 0
-        buf = buf[i:]
-        pos += i
-        if len(buf) > max_record_bytes:
-            skipping = (pos, buf[:_KEEP])
-            pos += len(buf)
-            buf = b""
+            if i < len(buf):
+                tail, tail_len = [buf[i:]], len(buf) - i
+            pos += i
+        if tail_len > max_record_bytes:
+            skipping = (pos, _head(tail))
+            pos += tail_len
+            tail, tail_len = [], 0
     if skipping is not None:
         rec_start, head = skipping
         block.oversize.append(Oversize(rec_start, pos, pos - rec_start, head))
-    elif buf:
-        if len(buf) > max_record_bytes:
-            block.oversize.append(Oversize(pos, pos + len(buf), len(buf), buf[:_KEEP]))
+    elif tail:
+        if tail_len > max_record_bytes:
+            block.oversize.append(Oversize(pos, pos + tail_len, tail_len, _head(tail)))
         else:
-            block.records.append(buf)
+            block.records.append(b"".join(tail))
             block.starts.append(pos)
-            block.ends.append(pos + len(buf))
+            block.ends.append(pos + tail_len)
     if block.records or block.oversize:
         yield block
 
@@ -175,6 +184,16 @@ def _delims(data: bytes) -> np.ndarray:
     """The positions of every ``\r`` and ``\n`` in ``data``."""
     arr = np.frombuffer(data, dtype=np.uint8)
     return np.flatnonzero((arr == 10) | (arr == 13))
+
+
+def _head(pieces: list[bytes]) -> bytes:
+    """The first ``_KEEP`` bytes of a record held in pieces (not joining the rest)."""
+    out = b""
+    for p in pieces:
+        out += p[: _KEEP - len(out)]
+        if len(out) >= _KEEP:
+            break
+    return out
 
 
 def _first_delim(data: bytes, start: int = 0) -> int:

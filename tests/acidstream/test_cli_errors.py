@@ -51,11 +51,11 @@ def test_decimal_and_timestamp_out_of_range_are_rejected_records(
     assert code == EXIT_REJECTED and "Traceback" not in "".join(err)
     # one line per rejected record (where and why), then one summary line
     assert [ln.split(": ", 2)[1] for ln in err[:2]] == [
-        f"rejected record at {src}:0",
-        f"rejected record at {src}:22",
+        f"rejected record at byte offset 0 of {src}",
+        f"rejected record at byte offset 22 of {src}",
     ]
     assert "decimal(5,2)" in err[0] and "year 10000" in err[1]
-    assert err[2] == "acidstream: 2 records rejected; the others are committed"
+    assert err[2] == "acidstream: 2 records rejected; the 1 other record is committed"
 
 
 def test_store_argument_checks_are_config_errors(

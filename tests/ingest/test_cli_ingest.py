@@ -148,3 +148,103 @@ def test_a_record_over_the_size_limit_is_rejected_without_holding_it(
     (f,) = dl.glob("*.jsonl")
     letter = json.loads(f.read_text())
     assert "over --max-record-bytes" in letter["reason"] and len(letter["record"]) == 1024
+
+
+def _cli(*argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``acidstream ARGV`` in a process of its own (argparse's usage errors exit it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "acidstream", *argv],
+        input=stdin, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """stderr without the once-a-second progress lines (a slow machine prints some)."""
+    return [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("ingest:")]
+
+
+def test_rejected_records_are_reported_by_byte_offset_as_their_dead_letters_are(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["create-table", "t", "id int, name string"]) == 0
+    src = tmp_path / "in.jsonl"
+    lines = ['{"id": 1, "name": "a"}', "oops", '{"id": 2, "name": "b"}', '{"id": "x"}']
+    src.write_text("\n".join(lines) + "\n")
+    offsets = [0, 23, 28, 51]  # where each line starts
+    capsys.readouterr()
+    assert main(["ingest", "t", "--format", "json", str(src)]) == EXIT_REJECTED
+    err = _err_lines(capsys)
+    assert [ln.split(": ", 2)[1] for ln in err[:2]] == [
+        f"rejected record at byte offset {offsets[1]} of {src}",
+        f"rejected record at byte offset {offsets[3]} of {src}",
+    ]
+    # the dead letters of the same records carry the same offsets, as file:offset
+    dl = tmp_path / "dead"
+    assert main(["ingest", "t", "--format", "json", "--dead-letter", str(dl), str(src)]) == 3
+    from ingest.dead_letter import read_dead_letters
+
+    assert [d.position for d in read_dead_letters(str(dl))] == [
+        f"{src}:{offsets[1]}",
+        f"{src}:{offsets[3]}",
+    ]
+    assert src.read_bytes()[offsets[3] :].startswith(b'{"id": "x"}')
+
+
+def test_a_run_of_only_bad_records_says_none_were_committed(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["create-table", "t", "id int, name string"]) == 0
+    src = tmp_path / "bad.jsonl"
+    src.write_text('oops\n{"id": "x"}\n')
+    capsys.readouterr()
+    assert main(["ingest", "t", "--format", "json", str(src)]) == EXIT_REJECTED
+    assert _err_lines(capsys)[-1] == "acidstream: 2 records rejected; no records were committed"
+    assert main(["read", "t"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_a_run_with_one_good_record_says_that_one_is_committed(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["create-table", "t", "id int, name string"]) == 0
+    src = tmp_path / "in.jsonl"
+    src.write_text('oops\n{"id": 7, "name": "ok"}\n{"id": "x"}\n')
+    dl = tmp_path / "dead"
+    capsys.readouterr()
+    code = main(["ingest", "t", "--format", "json", "--dead-letter", str(dl), str(src)])
+    assert code == EXIT_REJECTED
+    assert _err_lines(capsys)[-1] == (
+        f"acidstream: 2 records rejected (see {dl}); the 1 other record is committed"
+    )
+    assert _ids(env) == [7]
+
+
+def test_max_record_bytes_above_16_mib_takes_a_17_mib_record(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["create-table", "t", "id int, name string"]) == 0
+    src = tmp_path / "big.jsonl"
+    big = '{"id": 2, "name": "' + "x" * (17 << 20) + '"}'
+    src.write_text('{"id": 1, "name": "a"}\n' + big + '\n{"id": 3, "name": "c"}\n')
+    capsys.readouterr()
+    assert (
+        main(["ingest", "t", "--format", "json", "--max-record-bytes", str(20 << 20), str(src)])
+        == 0
+    )
+    assert _ids(env) == [1, 2, 3]
+    # and with a unit, as the help says
+    assert main(["ingest", "t", "--format", "json", "--max-record-bytes", "20MiB", str(src)]) == 0
+    assert _ids(env) == [1, 1, 2, 2, 3, 3]
+
+
+@pytest.mark.parametrize("value", ["300000000", "257MiB", "1GiB", "0", "-1", "12XB"])
+def test_max_record_bytes_outside_its_range_is_a_usage_error(env: Path, value: str) -> None:
+    assert main(["create-table", "t", "id int"]) == 0
+    proc = _cli("ingest", "t", "--format", "json", "--max-record-bytes", value, stdin='{"id": 1}\n')
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""  # nothing was ingested
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("acidstream ingest: error: argument --max-record-bytes:"), last
+    assert "Traceback" not in proc.stderr
+    if value[0].isdigit() and not value.endswith("XB") and value != "0":
+        assert "256 MiB" in last
