@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from acid.bucket_codec import MAX_BUCKET_ID
 from acid.errors import ConfigError
 from acid.list_bucketing import (
     DEFAULT_DIR_NAME,
@@ -25,9 +26,10 @@ from acid.partition_name import (
     make_partition_name,
 )
 from acid.schema import HiveType, TableSchema, parse_hive_type
-from acid.table_name import DEFAULT_DB
+from acid.table_name import DEFAULT_DB, check_new_name
 
 __all__ = [
+    "MAX_BUCKETS",
     "ORC_INPUT_FORMAT",
     "ORC_OUTPUT_FORMAT",
     "ORC_SERDE",
@@ -49,6 +51,10 @@ EXTERNAL_TABLE = "EXTERNAL_TABLE"
 TRANSACTIONAL = "transactional"
 TRANSACTIONAL_PROPERTIES = "transactional_properties"
 BUCKETING_VERSION = "bucketing_version"
+
+MAX_BUCKETS = MAX_BUCKET_ID + 1
+"""The most buckets a table may have: every ACID event carries its bucket id in the 12
+bits of Hive's ``BucketCodec`` V1 (ids 0 to 4095)."""
 
 
 def absolute_location(location: str) -> str:
@@ -199,15 +205,16 @@ def _ident(name: str, what: str) -> str:
 def validate_table(t: TableDef) -> TableDef:
     """Check a table definition as Hive does and return it normalised.
 
-    Names are lower-cased, types parsed (and printed canonically), ``bucketing_version``
+    Database and table names follow Hive's rule (:func:`acid.table_name.check_new_name`);
+    names are lower-cased, types parsed (and printed canonically), ``bucketing_version``
     defaults to ``2`` and a transactional table without ``transactional_properties`` gets
     ``default``.
 
     Raises:
         ConfigError: naming the first rule the definition breaks.
     """
-    db = _ident(t.db, "database")
-    name = _ident(t.name, "table")
+    db = check_new_name(t.db, "database")
+    name = check_new_name(t.name, "table")
     schema = TableSchema.of(list(t.columns))
     columns = tuple((n, str(typ)) for n, typ in schema.columns)
     col_names = {n for n, _ in columns}
@@ -227,6 +234,13 @@ def validate_table(t: TableDef) -> TableDef:
     num_buckets = t.num_buckets
     if buckets and num_buckets <= 0:
         raise ConfigError("a bucketed table needs a positive number of buckets")
+    if buckets and num_buckets > MAX_BUCKETS:
+        # Refused here, not at the first write: the writer could not encode bucket ids
+        # past 4095 and every ingest would fail with a half-written delta.
+        raise ConfigError(
+            f"{num_buckets} buckets: at most {MAX_BUCKETS} (Hive's BucketCodec V1 holds "
+            f"bucket ids 0 to {MAX_BUCKET_ID})"
+        )
     if not buckets:
         num_buckets = -1
     sort_cols = tuple((_ident(c, "sort column"), o) for c, o in t.sort_cols)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from acid.errors import ConfigError, TableNotFoundError
 from acid.list_bucketing import SkewedInfo
 from acid.partition_name import parse_partition_name
-from acid.table_name import DEFAULT_DB
+from acid.table_name import DEFAULT_DB, check_new_name
 from txn import skew_sql
 from txn.catalog import (
     DatabaseDef,
@@ -66,9 +66,7 @@ def database_location(tx: Tx, db: str, warehouse: str | None) -> str | None:
 def create_database(
     tx: Tx, d: DatabaseDef, *, warehouse: str | None, now_ms: int, if_not_exists: bool
 ) -> DatabaseDef:
-    name = _norm(d.name)
-    if not name or not all(c.isalnum() or c == "_" for c in name):
-        raise ConfigError(f"invalid database name {d.name!r}")
+    name = check_new_name(d.name, "database")
     location = None if d.location is None else absolute_location(d.location)
     if location is None and warehouse is not None and name != DEFAULT_DB:
         location = f"{absolute_location(warehouse)}/{name}.db"

@@ -97,7 +97,10 @@ class StoreConfig:
 
 
 def _absolute_sqlite(url: str) -> str:
+    from txn.store_sqlite import sqlite_path_from_url
+
     prefix = "sqlite:///"
     if url.startswith(prefix) and not url.startswith(prefix + "/") and len(url) > len(prefix):
-        return prefix + absolute_location(url[len(prefix) :])
+        # Checked before it is made absolute: ':memory:' would become a file of that name.
+        return prefix + absolute_location(sqlite_path_from_url(url))
     return url

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acid.errors import ConfigError, LinkReadOnlyError, NamespaceError, TableNotFoundError
-from acid.table_name import DEFAULT_DB, TableName
+from acid.table_name import DEFAULT_DB, NAME_LOOKUP_PATTERN, TableName
 
 if TYPE_CHECKING:
     from acid.reader import Scan
@@ -53,7 +53,7 @@ __all__ = [
     "scan_read",
 ]
 
-_IDENT = r"\w+"
+_IDENT = NAME_LOOKUP_PATTERN
 _NAME = re.compile(rf"^(?:({_IDENT})\.)?({_IDENT})(?:@({_IDENT}))?$")
 
 

@@ -46,7 +46,17 @@ def sqlite_path_from_url(url: str) -> str:
     prefix = "sqlite:///"
     if not url.startswith(prefix) or len(url) == len(prefix):
         raise ConfigError(f"not a SQLite URL (expected sqlite:///path): {url!r}")
-    return url[len(prefix) :]
+    path = url[len(prefix) :]
+    if path == ":memory:" or "mode=memory" in path:
+        # SQLite would keep it in this one connection (or, opened as a path, create a
+        # file named ':memory:'): every other client -- the compactor, a reader, another
+        # writer -- would see an empty store, and commits would vanish at exit while
+        # their files stay. A metastore must outlive the process.
+        raise ConfigError(
+            f"{url!r}: an in-memory metastore is not supported (it would end with this "
+            "process, and no other client could see it); use sqlite:///path/metastore.db"
+        )
+    return path
 
 
 class SqliteDatabase(Database):
