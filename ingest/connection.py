@@ -45,6 +45,7 @@ from acid.writer import AcidFileWriter, OrcWriterOptions
 from ingest.dead_letter import DeadLetterWriter
 from ingest.parse_ahead import AheadParser, ParsedBlock, parse_stream
 from ingest.record_writers import BoundRecordWriter, RecordWriter
+from ingest.static_partition import canonical_partition_values, static_partition_values
 from ingest.stats import ConnectionStats, StatsCounter
 from recovery.housekeeper import Housekeeper
 from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
@@ -160,7 +161,7 @@ class StreamingConnection:
         metastore: str | None = None,
         warehouse: str | None = None,
         store: TxnStore | None = None,
-        static_partition: Sequence[str] | Mapping[str, str] | None = None,
+        static_partition: Sequence[str | None] | Mapping[str, str | None] | None = None,
         options: StreamingOptions | None = None,
     ) -> None:
         self.options = options or StreamingOptions()
@@ -183,6 +184,7 @@ class StreamingConnection:
         self._heartbeater: Heartbeater | None = None
         self._syncer: ThreadPoolExecutor | None = None  # makes footers durable (commit)
         self._housekeeper: Housekeeper | None = None
+        self._given: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
         self._dead_letter: DeadLetterWriter | None = None
         try:
             self.name = resolve_write(self._store, table, namespace=self.options.namespace)
@@ -258,27 +260,33 @@ class StreamingConnection:
         return t
 
     def _static_partition(
-        self, values: Sequence[str] | Mapping[str, str] | None
+        self, values: Sequence[str | None] | Mapping[str, str | None] | None
     ) -> tuple[str | None, ...] | None:
-        keys = self.table.partition_names
-        if values is None or (not isinstance(values, Mapping) and len(values) == 0):
+        """The static partition's values, converted and checked as a record's partition
+        fields are (:mod:`ingest.static_partition`); ``None``: dynamic (or unpartitioned)."""
+        if values is None or (
+            not isinstance(values, (Mapping, str, bytes))
+            and isinstance(values, Sequence)
+            and len(values) == 0
+        ):
             return None
-        if not keys:
+        if not self.table.partition_names:
             raise ConfigError(
                 f"static partition values given, but {self.table.full_name} is not partitioned"
             )
-        if isinstance(values, Mapping):
-            missing = [k for k in keys if k not in values]
-            if missing or len(values) != len(keys):
-                raise ConfigError(
-                    f"static partition must give exactly {list(keys)}, got {list(values)}"
-                )
-            return tuple(values[k] for k in keys)
-        if len(values) != len(keys):
-            raise ConfigError(
-                f"static partition needs {len(keys)} values ({list(keys)}), got {len(values)}"
-            )
-        return tuple(values)
+        return static_partition_values(self.table.partition_keys, values, self.table.full_name)
+
+    def _given_partition(self, values: Sequence[str | None]) -> tuple[str | None, ...]:
+        """Partition values a caller passed to ``write_rows``/``write_arrow``, converted as
+        a static partition's are (remembered: callers repeat the same few)."""
+        if not self.table.is_partitioned:
+            return tuple(values)
+        key = tuple(values)
+        out = self._given.get(key)
+        if out is None:
+            out = canonical_partition_values(self.table.partition_keys, key, self.table.full_name)
+            self._given[key] = out
+        return out
 
     # ------------------------------------------------------------------ state
     def _check_usable(self) -> None:
@@ -422,6 +430,9 @@ class StreamingConnection:
             records, enc, nbytes = block.records, block.encoded, block.nbytes
         else:
             records, enc, nbytes = block, None, -1
+            bad = next((r for r in records if not isinstance(r, (bytes, bytearray))), b"")
+            if not isinstance(bad, (bytes, bytearray)):
+                raise SerializationError(_not_bytes(bad) + " (nothing of the block is written)")
         with self._lock:
             self._check_open()
             if enc is None:
@@ -499,13 +510,17 @@ class StreamingConnection:
     def _reject(self, record: bytes, error: SerializationError, *, position: str = "") -> bool:
         """Count a bad record; send it to the dead letters if configured (then True)."""
         self._stats.add("bad_records")
-        if self._dead_letter is None:
+        if self._dead_letter is None or not isinstance(record, (bytes, bytearray)):
+            # A non-bytes "record" (None...) is a caller's bug with nothing to replay: it
+            # is counted and raised, never written to the dead letters.
             return False
         self._dead_letter.add(record, str(error), position=position)
         return True
 
     def _write_one(self, record: bytes) -> None:
         """Convert, place and buffer one record; ``SerializationError`` if it is bad."""
+        if not isinstance(record, (bytes, bytearray)):
+            raise SerializationError(_not_bytes(record))
         row, part_values = self._writer.encode(record)
         pv: Sequence[str | None]
         if self._static is not None:
@@ -539,7 +554,9 @@ class StreamingConnection:
             self._check_open()
             new = _row_tuples(rows, len(self.schema.columns))
             table = self._place.rows_to_table(new)
-            part = self._partition(self._static if self._static is not None else partition)
+            part = self._partition(
+                self._static if self._static is not None else self._given_partition(partition)
+            )
             self._buffer_arrow(part, table)
             self._stats.add("records_written", table.num_rows)
             self._stats.add("records_size", table.nbytes)
@@ -560,7 +577,9 @@ class StreamingConnection:
                 raise ConfigError(
                     f"expected {len(self.schema.columns)} columns, got {data.num_columns}"
                 )
-            part = self._partition(self._static if self._static is not None else partition)
+            part = self._partition(
+                self._static if self._static is not None else self._given_partition(partition)
+            )
             table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
             self._buffer_arrow(part, table)
             self._stats.add("records_written", table.num_rows)
@@ -865,6 +884,10 @@ def _partition_values(p: str | Sequence[str], keys: Sequence[str]) -> list[str |
     if set(kv) != set(keys):
         raise ConfigError(f"partition {p!r} must name exactly {list(keys)}")
     return [None if kv[k] == DEFAULT_PARTITION_NAME else kv[k] for k in keys]
+
+
+def _not_bytes(record: object) -> str:
+    return f"a record is bytes, not {type(record).__name__}"
 
 
 def _user() -> str:
