@@ -35,21 +35,35 @@ __all__ = ["WriteCounts", "check_relocation", "first_file_under", "table_write_c
 def first_file_under(location: str | None) -> str | None:
     """A file anywhere under ``location`` (data, side file, version marker), or ``None``
     when there is none, the directory is missing, or the location is relative (an old
-    store's, which names no one directory)."""
+    store's, which names no one directory).
+
+    Raises:
+        ConfigError: the location cannot be looked at (an unknown scheme, a file system
+            whose client is missing or unreachable, a directory that cannot be listed):
+            what cannot be checked is not re-pointed.
+    """
     if not location or not is_absolute_location(location):
         return None
-    storage, path = Storage.for_path(location)
-    pending = [path]
-    while pending:
-        d = pending.pop()
-        try:
-            entries = storage.list_dir(d)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for e in entries:
-            if not e.is_dir:
-                return e.path
-            pending.append(e.path)
+    try:
+        storage, path = Storage.for_path(location)
+        pending = [path]
+        while pending:
+            d = pending.pop()
+            try:
+                entries = storage.list_dir(d)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for e in entries:
+                if not e.is_dir:
+                    return e.path
+                pending.append(e.path)
+    except ConfigError:
+        raise
+    except (ImportError, OSError, ValueError) as e:
+        raise ConfigError(
+            f"cannot look for data under {location} ({e}); set-location re-points only a "
+            "table whose current and new locations it can check"
+        ) from e
     return None
 
 

@@ -126,6 +126,23 @@ def test_a_location_overlapping_another_tables_directory_is_refused(
     assert store.set_table_location("default", "u", sibling).location == sibling
 
 
+def test_a_location_that_cannot_be_checked_is_not_repointed(
+    store: TxnStore, tmp_path: Path
+) -> None:
+    """A file system acidstream cannot list (here: a scheme no client knows) may hold the
+    table's data: refused with a ConfigError, not an internal error."""
+    store.create_table(
+        TableDef("default", "r", (("id", "int"),), location="nosuchfs://nn/w/r",
+                 parameters={"transactional": "true"})
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"cannot look for data under nosuchfs://nn/w/r"):
+        store.set_table_location("default", "r", str(tmp_path / "r"))
+    make_table(store)
+    with pytest.raises(ConfigError, match=r"cannot look for data under nosuchfs://x"):
+        store.set_table_location("default", "t", "nosuchfs://x/t")
+    assert store.get_table("default", "r").location == "nosuchfs://nn/w/r"
+
+
 def test_a_directory_moved_by_hand_is_followed(
     store: TxnStore, warehouse: str, tmp_path: Path
 ) -> None:
