@@ -26,7 +26,7 @@ from acid.partitions import PartitionValues
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
-from acid.table_name import DEFAULT_DB
+from acid.table_name import DEFAULT_DB, NAME_LOOKUP_PATTERN
 from txn.config import StoreConfig
 from txn.namespaces import check_table_namespace, resolve_read, scan_read
 
@@ -49,7 +49,9 @@ log = logging.getLogger(__name__)
 READ_AGENT = "acidstream-read "
 """What the read txn of a Python or CLI read shows in ``show_txns`` (after the lease prefix)."""
 
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?(@\w+)?$")
+# The lookup syntax of txn.namespaces (acid.table_name): a leading digit is a name too.
+_W = NAME_LOOKUP_PATTERN
+_TABLE_NAME = re.compile(rf"^(?:{_W}\.)?{_W}(?:@{_W})?$")
 
 
 class NoSnapshotWarning(UserWarning):

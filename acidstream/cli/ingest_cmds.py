@@ -140,7 +140,10 @@ def _static_partition(args: argparse.Namespace) -> dict[str, str] | None:
         k, sep, v = kv.partition("=")
         if not sep:
             raise ConfigError(f"--partition takes K=V, got {kv!r}")
-        static[k.strip().lower()] = v
+        key = k.strip().lower()
+        if key in static:  # a second value would silently win
+            raise ConfigError(f"--partition names {key!r} twice")
+        static[key] = v
     return static
 
 
