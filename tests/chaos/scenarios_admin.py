@@ -246,7 +246,8 @@ def check_exit(run: AdminRun, args: list[str], code: int, out: str, err: str) ->
         return "leftovers"
     if code == 7 and args[0] in ("fsck", "repair") and run.torn is not None:
         return "unreadable (torn side file)"
-    raise run.fail(f"{cmd} exited {code}: stderr {err[-800:]!r} stdout {out[-300:]!r}")
+    what = f"exited {code}" + (f" with {len(lines)} lines on stderr" if code == 1 else "")
+    raise run.fail(f"{cmd} {what}: stderr {err[-800:]!r} stdout {out[-300:]!r}")
 
 
 def _kill_plan(
