@@ -124,10 +124,13 @@ def last_readable_footer(storage: Storage, path: str, *, size: int, above: int =
         return None
     with storage.open_read(path) as f:
         if storage.is_local:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                buf: bytes | mmap.mmap = mm
-                return _scan(storage, path, buf, size=size, above=above)
-        buf = f.read(size)
+            try:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # emptied since it was listed: no footer in it
+                return None
+            with mm:
+                return _scan(storage, path, mm, size=size, above=above)
+        buf: bytes = f.read(size)
         return _scan(storage, path, buf, size=size, above=above)
 
 
