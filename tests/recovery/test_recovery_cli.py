@@ -156,9 +156,7 @@ def test_sink_state_and_fsck_follow_a_link_repair_refuses_it(store: TxnStore, cl
     _refused(cli("repair", "a.t1@b", "--apply"), "cannot repair a.t1@b")
 
 
-def test_sink_state_of_a_link_without_a_binding_reads_its_target(
-    store: TxnStore, cli: Cli
-) -> None:
+def test_sink_state_of_a_link_without_a_binding_reads_its_target(store: TxnStore, cli: Cli) -> None:
     """``ls t1@b`` works for the default namespace's link; so does ``sink-state t1@b``."""
     _namespaced(store)
     store.create_link("default", "b", "t1", dynamic=True)

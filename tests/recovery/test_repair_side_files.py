@@ -217,6 +217,7 @@ def test_dry_run_lists_exactly_what_apply_does_for_every_finding_kind(store: Txn
     assert {
         "timed_out_txn",
         "bad_side_file",
+        "dead_writer_side_file",
         "aborted_dir",
         "partition_not_in_catalog",
         "partition_missing_on_disk",
