@@ -144,9 +144,20 @@ class IngestServer:
         self._health: TxnStore | None = None
         self._health_lock = threading.Lock()
         self._housekeeper: Housekeeper | None = None
+        self._started = False
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
+        """Open the stores, start the housekeeper and open each table's writer (once).
+
+        Raises:
+            ConfigError: a table's settings cannot serve it (its record writer refuses the
+                table's columns): the server must not start and answer 503 forever.
+        """
+        if self._started:
+            return
+        self._started = True
+
         def open_stores() -> None:
             _warm_up_arrow()
             self._index = IdempotencyIndex(self.store_config.open())
@@ -160,10 +171,15 @@ class IngestServer:
             self._housekeeper.start()
 
         await run_in_threadpool(open_stores)
-        for name in self.config.tables:
+        for name, t in self.config.tables.items():
             try:
                 await self.writer(name)
-            except (TableNotFoundError, AcidStreamError, OSError) as e:
+            except TableNotFoundError as e:
+                # Not fatal: the table may be created later; its requests retry the open.
+                log.warning("table %s is not ready: %s", name, e)
+            except ConfigError as e:
+                raise ConfigError(f"tables.{t.name}: {e}") from e
+            except (AcidStreamError, OSError) as e:
                 # Not fatal: the table may be created later; its requests retry the open.
                 log.warning("table %s is not ready: %s", name, e)
 
@@ -324,6 +340,21 @@ def _check_media(request: Request, allowed: Sequence[str]) -> None:
         raise Problem(
             415, "Unsupported Media Type", f"Content-Encoding {enc!r}: only gzip or identity"
         )
+
+
+def _query_params(request: Request, allowed: Sequence[str]) -> dict[str, str]:
+    """The query's parameters, each given at most once and each one of ``allowed``: a
+    repeated ``?partition=`` must not let one of them win silently, and a misspelt one
+    must not write elsewhere than the client meant."""
+    seen: dict[str, str] = {}
+    for k, v in request.query_params.multi_items():
+        if k not in allowed:
+            shown = ", ".join(f"?{a}=" for a in allowed) or "none"
+            raise Problem(400, "Bad Request", f"unknown query parameter ?{k}= (accepted: {shown})")
+        if k in seen:
+            raise Problem(400, "Bad Request", f"query parameter ?{k}= given more than once")
+        seen[k] = v
+    return seen
 
 
 def _content_length(request: Request, server: IngestServer) -> int:
@@ -580,17 +611,18 @@ async def _post_table(request: Request) -> Response:
     server: IngestServer = request.app.state.ingest
 
     async def run() -> Response:
+        params = _query_params(request, ("partition",))
         t = _table_settings(server, request.path_params["name"])
         _authorize(request, t)
         _check_media(request, t.content_types)
         length = _content_length(request, server)
         idem = _idempotency_key(request)
         w = await _writer_or_problem(server, t)
-        ptext = request.query_params.get("partition")
+        ptext = params.get("partition")
         static: PartitionValues | None = None
         if ptext is not None:
             try:
-                static = parse_partition(ptext, w.table.partition_names)
+                static = parse_partition(ptext, w.table.partition_keys, table=t.qualified)
             except ConfigError as e:
                 raise Problem(400, "Bad Request", str(e)) from e
         if w.pending >= server.config.limits.max_queue_requests:
@@ -621,6 +653,7 @@ async def _post_flume(request: Request) -> Response:
     server: IngestServer = request.app.state.ingest
 
     async def run() -> Response:
+        _query_params(request, ())
         _check_media(request, ("application/json",))
         length = _content_length(request, server)
         idem = _idempotency_key(request)
@@ -669,6 +702,11 @@ def _flume_events(body: bytes) -> list[FlumeEvent]:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise Problem(400, "Bad Request", f"the body is not a JSON array of events: {e}") from e
+    except RecursionError as e:
+        # 100,000 '[' exhaust the parser's stack: malformed input like any other.
+        raise Problem(
+            400, "Bad Request", "the body is not a JSON array of events: nested too deeply"
+        ) from e
     if not isinstance(data, list):
         raise Problem(400, "Bad Request", "the body must be a JSON array of events")
     out: list[FlumeEvent] = []
@@ -680,6 +718,10 @@ def _flume_events(body: bytes) -> list[FlumeEvent]:
         headers = ev.get("headers") or {}
         if not isinstance(headers, dict):
             raise Problem(400, "Bad Request", f"event {n}: headers must be an object")
+        if any(isinstance(v, list | dict) for v in headers.values()):
+            # Flume's headers are a Map<String, String> (a number is taken as its text);
+            # str() of a nested value would also recurse as deep as the parser let it.
+            raise Problem(400, "Bad Request", f"event {n}: header values must be strings")
         out.append(
             ({str(k): str(v) for k, v in headers.items()}, ev.get("body", "").encode("utf-8"))
         )

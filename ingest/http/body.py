@@ -17,9 +17,10 @@ from typing import TypeAlias
 import pyarrow as pa
 
 from acid.errors import ConfigError, SerializationError
-from acid.partition_name import DEFAULT_PARTITION_NAME, parse_partition_name
+from acid.partition_name import parse_partition_name
 from acid.placement import Placement
 from ingest.record_writers import BoundRecordWriter
+from ingest.static_partition import canonical_partition_values
 
 __all__ = [
     "BodyTooLarge",
@@ -61,23 +62,38 @@ def media_type(header: str | None) -> tuple[str, str | None]:
 def gunzip(data: bytes, *, limit: int) -> bytes:
     """Inflate a gzip body, never holding more than ``limit`` bytes of output.
 
+    Several gzip members one after the other are one body (RFC 1952, as ``gzip -c a b``
+    writes them); anything else after the last member is refused, not ignored: a body
+    that is not what the client meant to send is not written.
+
     Raises:
         BodyTooLarge: the body inflates past ``limit``.
-        ValueError: not valid gzip data.
+        ValueError: not valid gzip data, truncated, or followed by other bytes.
     """
-    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = d.decompress(data, limit + 1)
-        if len(out) > limit or d.unconsumed_tail:
+    parts: list[bytes] = []
+    size = 0
+    rest = data
+    while True:
+        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out = d.decompress(rest, limit - size + 1)
+            if size + len(out) > limit or d.unconsumed_tail:
+                raise BodyTooLarge(f"the body inflates past {limit:,} bytes")
+            out += d.flush()
+        except zlib.error as e:
+            what = "the body is not valid gzip" if not parts else "bytes after the gzip data"
+            raise ValueError(f"{what}: {e}") from e
+        size += len(out)
+        if size > limit:
             raise BodyTooLarge(f"the body inflates past {limit:,} bytes")
-        out += d.flush()
-    except zlib.error as e:
-        raise ValueError(f"the body is not valid gzip: {e}") from e
-    if len(out) > limit:
-        raise BodyTooLarge(f"the body inflates past {limit:,} bytes")
-    if not d.eof:
-        raise ValueError("the gzip body is truncated")
-    return out
+        if not d.eof:
+            raise ValueError("the gzip body is truncated")
+        parts.append(out)
+        rest = d.unused_data
+        if not rest:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        if not rest.startswith(b"\x1f\x8b"):
+            raise ValueError(f"{len(rest):,} bytes after the gzip data are not another gzip member")
 
 
 def split_lines(body: bytes) -> tuple[list[bytes], list[int]]:
@@ -100,18 +116,29 @@ def split_lines(body: bytes) -> tuple[list[bytes], list[int]]:
     return records, numbers
 
 
-def parse_partition(text: str, keys: Sequence[str]) -> PartitionValues:
-    """``ds=2026-11-23[/k=v]`` (the ``?partition=`` parameter) as values in key order.
+def parse_partition(text: str, keys: Sequence[tuple[str, str]], *, table: str) -> PartitionValues:
+    """``ds=2026-11-23[/k=v]`` (the ``?partition=`` parameter) as values in key order,
+    each converted to its column's type and written back as a record's value would be
+    (``h=007`` is ``h=7``; ``ingest.static_partition``).
+
+    Args:
+        text: the parameter's value.
+        keys: the table's ``(partition column, Hive type)`` pairs, in order.
+        table: the table's name, for messages.
 
     Raises:
-        ConfigError: malformed, or it does not name exactly the table's partition keys.
+        ConfigError: malformed, a key named twice, not exactly the table's partition
+            keys, or a value its column cannot hold (``h=notanint``).
     """
-    if not keys:
+    names = [k for k, _ in keys]
+    if not names:
         raise ConfigError("the table is not partitioned: ?partition= is not allowed")
-    kv = dict(parse_partition_name(text))
-    if set(kv) != set(keys):
-        raise ConfigError(f"?partition= must name exactly {list(keys)}, got {sorted(kv)}")
-    return tuple(None if kv[k] == DEFAULT_PARTITION_NAME else kv[k] for k in keys)
+    pairs = parse_partition_name(text)
+    kv = dict(pairs)
+    if len(kv) != len(pairs) or set(kv) != set(names):
+        got = [k for k, _ in pairs]
+        raise ConfigError(f"?partition= must name exactly {names} once each, got {got}")
+    return canonical_partition_values(keys, [kv[k] for k in names], table)
 
 
 @dataclass(frozen=True)

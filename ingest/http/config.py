@@ -16,6 +16,12 @@ from typing import Any
 
 from acid.errors import ConfigError
 from acid.table_name import TableName
+from ingest.record_writers import (
+    RecordWriter,
+    StrictDelimitedInputWriter,
+    StrictJsonWriter,
+    StrictRegexWriter,
+)
 from txn.config_file import read_config_file
 from txn.namespaces import bind_write_name, refuse_link
 
@@ -25,6 +31,7 @@ __all__ = [
     "Limits",
     "ServerConfig",
     "TableSettings",
+    "record_writer",
 ]
 
 ENV_METASTORE = "ACIDSTREAM_METASTORE"
@@ -86,12 +93,32 @@ class TableSettings:
             raise ConfigError(f"{key}.tokens must not hold empty tokens")
         if not self.content_types:
             object.__setattr__(self, "content_types", DEFAULT_CONTENT_TYPES[self.format])
+        # Build the record writer once here: a setting it refuses (a regex that does not
+        # compile, a delimiter of two characters) must stop the server at start, naming
+        # the key, not turn every request into a 503.
+        setting = {"regex": "regex", "delimited": "delimiter"}.get(self.format)
+        try:
+            record_writer(self)
+        except ConfigError as e:
+            raise ConfigError(f"{key}.{setting or 'format'}: {e}") from e
 
     @property
     def qualified(self) -> str:
         """``db.table`` with the default database filled in, lower-cased."""
         n = bind_write_name(self.name, namespace=self.namespace, action="serve")
         return f"{n.db}.{n.table}"
+
+
+def record_writer(t: TableSettings) -> RecordWriter:
+    """The table's configured record writer (``ConfigError`` for a setting it refuses)."""
+    if t.format == "json":
+        return StrictJsonWriter(max_record_bytes=t.max_record_bytes)
+    if t.format == "delimited":
+        return StrictDelimitedInputWriter(
+            field_delimiter=t.delimiter, max_record_bytes=t.max_record_bytes
+        )
+    assert t.regex is not None  # TableSettings checks it
+    return StrictRegexWriter(regex=t.regex, max_record_bytes=t.max_record_bytes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +136,13 @@ class Limits:
             or stalled client never holds a txn (bodies are read before they join one).
         max_reported_rejections: rejected lines listed one by one in a response.
         retry_after_s: the ``Retry-After`` sent with 429 and 503.
+        max_header_bytes: bytes of a request's head (request line and headers); past it
+            the request is answered 431 and its connection closed, before the head is
+            held in memory (``ingest.http.protocol``).
+        max_headers: header fields of one request; past it, 431.
+        header_timeout_s: a connection must send a request's whole head within this of
+            its first byte (or of connecting): else 408 and the connection is closed, so a
+            slow client cannot hold a connection open (slowloris).
     """
 
     max_body_bytes: int = 16 << 20
@@ -118,6 +152,9 @@ class Limits:
     body_timeout_s: float = 30.0
     max_reported_rejections: int = 100
     retry_after_s: int = 1
+    max_header_bytes: int = 64 << 10
+    max_headers: int = 100
+    header_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -196,6 +233,10 @@ class ServerConfig:
         ft = self.flume.default_table
         if ft is not None and str(TableName.parse(ft)) not in self.tables:
             raise ConfigError(f"flume.default_table {ft!r} is not one of tables")
+        if not self.tables:
+            # A server with no table can only answer 404: a wrong or empty file, not a
+            # deliberate setup.
+            raise ConfigError("no tables configured: tables must name at least one db.table")
 
     @classmethod
     def load(

@@ -30,7 +30,7 @@ from acid.errors import SerializationError
 from acid.placement import TableLayout
 from acid.schema import TableSchema
 from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.http.config import CommitWindow, TableSettings
+from ingest.http.config import CommitWindow, TableSettings, record_writer
 from ingest.http.idempotency import (
     IdempotencyIndex,
     marker_entry,
@@ -39,13 +39,7 @@ from ingest.http.idempotency import (
     pointer_value,
 )
 from ingest.http.metrics import Metrics
-from ingest.record_writers import (
-    BoundRecordWriter,
-    RecordWriter,
-    StrictDelimitedInputWriter,
-    StrictJsonWriter,
-    StrictRegexWriter,
-)
+from ingest.record_writers import BoundRecordWriter
 from txn.catalog import TableDef
 from txn.config import StoreConfig
 from txn.store import TxnStore
@@ -62,18 +56,6 @@ _NO_LIMIT = 1 << 62
 # write per group).
 _ENCODE_EARLY_ROWS = 4096
 Rows: TypeAlias = "pa.Table | list[tuple[object, ...]]"
-
-
-def record_writer(t: TableSettings) -> RecordWriter:
-    """The table's configured record writer."""
-    if t.format == "json":
-        return StrictJsonWriter(max_record_bytes=t.max_record_bytes)
-    if t.format == "delimited":
-        return StrictDelimitedInputWriter(
-            field_delimiter=t.delimiter, max_record_bytes=t.max_record_bytes
-        )
-    assert t.regex is not None  # TableSettings checks it
-    return StrictRegexWriter(regex=t.regex, max_record_bytes=t.max_record_bytes)
 
 
 @dataclass(kw_only=True)
@@ -179,11 +161,15 @@ class TableWriter:
         # The connection's placement (partitions' own list bucketing included), so the
         # server rejects at parse time what the connection would refuse.
         self.layout = conn.layout
-        self.static_writer = self._writer.bind(self.schema)
-        if self.table.is_partitioned:
-            self.dynamic_writer = self._writer.bind(
-                self.schema, partition_columns=self.table.partition_keys
-            )
+        try:
+            self.static_writer = self._writer.bind(self.schema)
+            if self.table.is_partitioned:
+                self.dynamic_writer = self._writer.bind(
+                    self.schema, partition_columns=self.table.partition_keys
+                )
+        except BaseException:
+            self._disconnect()  # e.g. the regex's groups do not fit the columns
+            raise
         self._thread = threading.Thread(target=self._run, name=f"http-writer-{self.name}")
         self._thread.daemon = True
         self._thread.start()

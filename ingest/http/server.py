@@ -24,6 +24,7 @@ import uvicorn
 
 from ingest.http.app import IngestServer, create_app
 from ingest.http.config import ServerConfig
+from ingest.http.protocol import bounded_protocol
 
 __all__ = ["LISTENING", "serve"]
 
@@ -75,11 +76,25 @@ class _DrainingServer(uvicorn.Server):
         import asyncio
 
         self._loop = asyncio.get_running_loop()
+        # Start the ingest server here, before uvicorn, rather than in the lifespan: a
+        # setting that can never serve (a regex with the wrong number of groups for its
+        # table) then leaves ``run`` as its ConfigError, one line from the CLI, where
+        # uvicorn would log the lifespan's traceback and exit.
+        try:
+            await self._ingest.start()
+        except BaseException:
+            await self._ingest.stop()
+            raise
         await super().serve(sockets=sockets)
 
 
 def serve(config: ServerConfig, *, out: TextIO | None = None) -> int:
-    """Serve until SIGTERM/SIGINT; returns the exit code."""
+    """Serve until SIGTERM/SIGINT; returns the exit code.
+
+    Raises:
+        ConfigError: a table's settings cannot serve it (its record writer refuses the
+            table's columns); nothing was served.
+    """
     out = out or sys.stdout
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -98,6 +113,8 @@ def serve(config: ServerConfig, *, out: TextIO | None = None) -> int:
         access_log=False,
         timeout_graceful_shutdown=int(config.shutdown_timeout_s),
         lifespan="on",
+        # The head's bounds (size, header count, time): uvicorn has none with httptools.
+        http=bounded_protocol(config.limits),
     )
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     server = _DrainingServer(uv, ingest, announce=f"{LISTENING}http://{shown}:{port}", out=out)

@@ -50,6 +50,18 @@ def test_gunzip_caps_the_inflated_size() -> None:
         gunzip(gzip.compress(b"x" * 100)[:-8], limit=1000)  # truncated
 
 
+@pytest.mark.parametrize("tail", [b"garbage", b"\0\0\0\0", b"\x1f\x8bnot gzip", b"\x1f"])
+def test_gunzip_refuses_bytes_after_the_gzip_data(tail: bytes) -> None:
+    with pytest.raises(ValueError, match="after the gzip data"):
+        gunzip(gzip.compress(b"x\n") + tail, limit=100)
+
+
+def test_gunzip_takes_concatenated_members_within_the_limit() -> None:
+    assert gunzip(gzip.compress(b"a\n") + gzip.compress(b"b\n"), limit=4) == b"a\nb\n"
+    with pytest.raises(BodyTooLarge):
+        gunzip(gzip.compress(b"a\n") + gzip.compress(b"b\n"), limit=3)
+
+
 def _rows(p: object) -> list[tuple[object, ...]]:
     if isinstance(p, pa.Table):
         return [tuple(r.values()) for r in p.to_pylist()]

@@ -28,7 +28,9 @@ def test_shipped_config_loads() -> None:
 
 
 def test_arguments_beat_environment_beat_file(tmp_path: Path) -> None:
-    p = _write(tmp_path, "listen: {host: 0.0.0.0, port: 1000}\nwarehouse: /from/file\n")
+    p = _write(
+        tmp_path, "listen: {host: 0.0.0.0, port: 1000}\nwarehouse: /from/file\ntables: {db.t: {}}\n"
+    )
     env = {"ACIDSTREAM_HTTP_PORT": "2000", "ACIDSTREAM_WAREHOUSE": "/from/env"}
     cfg = ServerConfig.load(p, env=env)
     assert (cfg.host, cfg.port, cfg.warehouse) == ("0.0.0.0", 2000, "/from/env")
@@ -50,6 +52,11 @@ def test_arguments_beat_environment_beat_file(tmp_path: Path) -> None:
         ("limits: {max_body_bytes: lots}\n", "limits.max_body_bytes"),
         ("flume: {default_table: db.nope}\n", "flume.default_table"),
         ("listen: {port: 70000}\n", "listen.port"),
+        ("tables: {db.t: {format: regex, regex: '(('}}\n", "tables.db.t.regex"),
+        ("tables: {db.t: {format: delimited, delimiter: ab}}\n", "tables.db.t.delimiter"),
+        ("tables: {db.t: {format: delimited, delimiter: '\\x02'}}\n", "tables.db.t.delimiter"),
+        ("limits: {max_header_bytes: 0}\ntables: {db.t: {}}\n", "limits.max_header_bytes"),
+        ("limits: {header_timeout_s: soon}\ntables: {db.t: {}}\n", "limits.header_timeout_s"),
     ],
 )
 def test_bad_keys_and_values_name_the_key(tmp_path: Path, text: str, named: str) -> None:
@@ -60,3 +67,10 @@ def test_bad_keys_and_values_name_the_key(tmp_path: Path, text: str, named: str)
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         ServerConfig.load(tmp_path / "nope.yaml", env={})
+
+
+def test_a_config_without_tables_is_refused(tmp_path: Path) -> None:
+    """A server with no table could only answer 404: refused at load."""
+    for text in ("", "tables: {}\n", "listen: {port: 0}\n"):
+        with pytest.raises(ConfigError, match="no tables configured"):
+            ServerConfig.load(_write(tmp_path, text), env={})
