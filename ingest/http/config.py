@@ -143,6 +143,9 @@ class Limits:
         header_timeout_s: a connection must send a request's whole head within this of
             its first byte (or of connecting): else 408 and the connection is closed, so a
             slow client cannot hold a connection open (slowloris).
+        max_connections: open connections; one more is answered 503 + ``Retry-After``
+            and closed at once. With the head's bounds it caps what unfinished heads can
+            hold (``max_connections`` x ``max_header_bytes``, plus a socket read each).
     """
 
     max_body_bytes: int = 16 << 20
@@ -155,6 +158,7 @@ class Limits:
     max_header_bytes: int = 64 << 10
     max_headers: int = 100
     header_timeout_s: float = 10.0
+    max_connections: int = 1000
 
     def __post_init__(self) -> None:
         for f in fields(self):

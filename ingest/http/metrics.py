@@ -101,3 +101,10 @@ class Metrics:
             ["table"],
             registry=r,
         )
+        self.connection_refusals = Counter(
+            "acidstream_http_connection_refusals",
+            "requests refused by the connection before any route (head too large or too "
+            "slow, too many connections)",
+            ["status"],
+            registry=r,
+        )

@@ -1,4 +1,5 @@
-"""uvicorn's httptools protocol with bounds on a request's head: size, header count, time.
+"""uvicorn's httptools protocol with bounds on a request's head (size, header count, time)
+and on the number of connections.
 
 uvicorn bounds nothing of a request's head when it parses with httptools:
 ``h11_max_incomplete_event_size`` is for h11 only, and llhttp (httptools' parser) gathers
@@ -11,7 +12,8 @@ head is incomplete and the header fields it reports, and answers a head past
 ``limits.max_header_bytes`` or ``limits.max_headers`` with 431 (problem details, as the
 application's refusals) before parsing more of it; it answers 408 to a head that is not
 complete within ``limits.header_timeout_s`` of its first byte, and closes a connection
-that sends nothing for as long. After such an answer the connection sends its FIN and
+that sends nothing for as long; a connection past ``limits.max_connections`` is answered
+503 with ``Retry-After`` as soon as it is made. After such an answer the connection sends its FIN and
 drops what still arrives for a moment (a lingering close, as nginx does), so the client
 reads the answer instead of a reset, then closes. The body's bounds are the
 application's (``Content-Length`` against ``limits.max_body_bytes``, the in-flight bytes,
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import httptools
@@ -38,7 +41,11 @@ log = logging.getLogger(__name__)
 #: for the client to stop sending and read the answer, short enough to hold nothing.
 LINGER_S = 2.0
 
-_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+_REASONS = {
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 class _HeadRefused(Exception):
@@ -50,6 +57,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     docstring). ``limits`` is set on the subclass :func:`bounded_protocol` makes."""
 
     limits: Limits = Limits()
+    on_refusal: Callable[[int], None] | None = None  # told each refusal's status
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -64,6 +72,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # ------------------------------------------------------------------ connection
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            self._refuse(
+                503,
+                f"{self.limits.max_connections} connections are open "
+                "(limits.max_connections); retry later",
+                headers=((b"retry-after", str(self.limits.retry_after_s).encode()),),
+            )
+            return
         # A connection that never sends a request is closed like a slow head.
         self._arm_head_timer()
 
@@ -168,7 +184,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # Connected and silent: nothing to answer.
             self.transport.close()
 
-    def _refuse(self, status: int, detail: str) -> None:
+    def _refuse(
+        self, status: int, detail: str, *, headers: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> None:
         """Answer ``status`` (problem details), send FIN, drop what still arrives for
         :data:`LINGER_S`, then close."""
         if self._refused:
@@ -180,6 +198,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._head_timer = None
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
         log.warning("refused a request from %s: %d, %s", client, status, detail)
+        if self.on_refusal is not None:
+            self.on_refusal(status)
         title = _REASONS[status]
         body = json.dumps(
             {
@@ -191,6 +211,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         ).encode()
         head = [b"HTTP/1.1 %d %s\r\n" % (status, title)]
         for name, value in self.server_state.default_headers:
+            head.append(name + b": " + value + b"\r\n")
+        for name, value in headers:
             head.append(name + b": " + value + b"\r\n")
         head.append(b"content-type: application/problem+json\r\n")
         head.append(b"content-length: %d\r\n" % len(body))
@@ -209,6 +231,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer = self._linger_timer = None
 
 
-def bounded_protocol(limits: Limits) -> type[BoundedHttpToolsProtocol]:
-    """The protocol class for uvicorn's ``http=`` with these limits."""
-    return type("BoundedHttpToolsProtocol", (BoundedHttpToolsProtocol,), {"limits": limits})
+def bounded_protocol(
+    limits: Limits, *, on_refusal: Callable[[int], None] | None = None
+) -> type[BoundedHttpToolsProtocol]:
+    """The protocol class for uvicorn's ``http=`` with these limits; ``on_refusal`` is
+    called with the status of each refusal (on the event loop), for the metrics."""
+    attrs = {"limits": limits, "on_refusal": staticmethod(on_refusal) if on_refusal else None}
+    return type("BoundedHttpToolsProtocol", (BoundedHttpToolsProtocol,), attrs)

@@ -114,7 +114,10 @@ def serve(config: ServerConfig, *, out: TextIO | None = None) -> int:
         timeout_graceful_shutdown=int(config.shutdown_timeout_s),
         lifespan="on",
         # The head's bounds (size, header count, time): uvicorn has none with httptools.
-        http=bounded_protocol(config.limits),
+        http=bounded_protocol(
+            config.limits,
+            on_refusal=lambda status: ingest.metrics.connection_refusals.labels(str(status)).inc(),
+        ),
     )
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     server = _DrainingServer(uv, ingest, announce=f"{LISTENING}http://{shown}:{port}", out=out)

@@ -113,6 +113,8 @@ def test_a_header_over_the_size_limit_is_431_and_nothing_is_written(env: Env) ->
     assert env.post("default.plain", jsonl([2])).status_code == 200
     assert env.ids("plain") == [2]
     assert "refused a request from" in env.log() and "431" in env.log()
+    metrics = env.client.get("/metrics").text
+    assert 'acidstream_http_connection_refusals_total{status="431"}' in metrics
 
 
 def test_more_header_fields_than_the_limit_is_431(env: Env) -> None:
@@ -182,6 +184,32 @@ def test_a_head_that_trickles_in_is_408_and_a_silent_connection_is_closed(
     with socket.create_connection(addr, timeout=30) as s:
         assert s.recv(1024) == b""
     assert read_ids(store_url, warehouse, "t") == []
+
+
+def test_a_connection_past_the_limit_is_503_at_once(
+    tmp_path: Path, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """Connections are bounded too: with the head's bounds, what unfinished heads can
+    hold is bounded (connections x max_header_bytes)."""
+    cfg = base_config(
+        f"sqlite:///{tmp_path}/metastore.db",
+        str(tmp_path / "warehouse"),
+        {"default.t": {}},
+        limits={"max_connections": 2},
+    )
+    proc = server_factory(cfg)
+    host, _, port = proc.url.removeprefix("http://").rpartition(":")
+    addr = (host, int(port))
+    held = [socket.create_connection(addr, timeout=30) for _ in range(2)]
+    try:
+        held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held[0].recv(65536).startswith(b"HTTP/1.1 200 ")  # both are served
+        answer = raw_exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", timeout_s=30)
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert b"retry-after: 1\r\n" in answer.lower() and b"limits.max_connections" in answer
+    finally:
+        for s in held:
+            s.close()
 
 
 # ---------------------------------------------------------------------- item 6: Flume nesting
