@@ -722,9 +722,11 @@ def _flume_events(body: bytes) -> list[FlumeEvent]:
             # Flume's headers are a Map<String, String> (a number is taken as its text);
             # str() of a nested value would also recurse as deep as the parser let it.
             raise Problem(400, "Bad Request", f"event {n}: header values must be strings")
-        out.append(
-            ({str(k): str(v) for k, v in headers.items()}, ev.get("body", "").encode("utf-8"))
-        )
+        try:
+            body = ev.get("body", "").encode("utf-8")
+        except UnicodeEncodeError as e:  # "\ud800": JSON escapes a lone surrogate
+            raise Problem(400, "Bad Request", f"event {n}: the body is not valid text: {e}") from e
+        out.append(({str(k): str(v) for k, v in headers.items()}, body))
     return out
 
 

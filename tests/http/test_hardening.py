@@ -224,7 +224,12 @@ def test_flume_body_nested_too_deeply_is_400_without_a_traceback(env: Env) -> No
     # A nested header value is refused the same way (Flume's headers are strings).
     deep = '[{"headers": {"x": ' + "[" * 500 + "]" * 500 + '}, "body": "{\\"id\\": 6}"}]'
     problem(env.client.post("/", content=deep, headers={"Content-Type": "application/json"}), 400)
+    # A lone surrogate escaped in JSON is no text to write (it was a 500 with a traceback).
+    lone = b'[{"body": "\\ud800"}]'
+    r = env.client.post("/", content=lone, headers={"Content-Type": "application/json"})
+    assert "not valid text" in problem(r, 400)["detail"]
     assert env.ids("flume") == before
+    assert "Traceback" not in env.log()
 
 
 # ---------------------------------------------------------------------- items 10 and 13
