@@ -419,14 +419,51 @@ def _restore_torn(run: AdminRun) -> str:
     return "side file gone"
 
 
+def _live_writer(run: AdminRun, rng: random.Random) -> tuple[subprocess.Popen[str], str]:
+    """A writer alive through the admin commands: held (its threads running, heartbeats
+    going) before the commit of its batch's 2nd or 3rd txn, so that its batch has committed
+    txns and an open one, and its streaming file and side file are open."""
+    table = run.table()
+    with open_store(run.store_url) as s:
+        start = committed_next(s, table)
+    per_txn = rng.randint(3, 20)
+    run.events = max(run.events, start) + per_txn * 3 * 2
+    at = rng.randint(2, 3)
+    spec = connection_spec(
+        run.store_url, table, events=run.events, rows_per_txn=per_txn, txns_per_batch=3,
+        memory_limit_bytes=rng.choice([200, 2000, 1 << 20]),
+        hook={"step": "batch.before_commit", "at": at, "action": "hold"},
+    )  # fmt: skip
+    p = start_child(spec, stdin=True)
+    assert p.stdout is not None
+    if not any(line.startswith("holding") for line in p.stdout):
+        _out, err = p.communicate(timeout=CLI_TIMEOUT_S)
+        raise run.fail(f"the live writer exited {p.returncode} before its hold: {err[-800:]}")
+    return p, f"live writer held at batch.before_commit#{at}"
+
+
+def _release(run: AdminRun, p: subprocess.Popen[str]) -> str:
+    """Let the live writer go on: it finishes, or (when `repair --txn-timeout 0` aborted its
+    txns meanwhile) fails typed without committing anything more."""
+    assert p.stdin is not None
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    out, err = p.communicate(timeout=CLI_TIMEOUT_S)
+    if p.returncode not in (0, EXIT_TXN_ABORTED, EXIT_OTHER_TYPED) or "Traceback" in err:
+        raise run.fail(f"the live writer exited {p.returncode} once released: {err[-800:]}")
+    last = (out.strip().splitlines() or [""])[-1]
+    return f"live writer released: exit {p.returncode} ({last[:70]})"
+
+
 def scenario_admin(
     store_url: str, warehouse: str, seed: int, *, partitioned: bool | None = None,
-    torn: bool = False, kill_every: bool = False,
+    torn: bool = False, kill_every: bool = False, live: bool = False,
 ) -> Result:  # fmt: skip
     """A table with committed data and a dead writer's leftovers, then a seeded sequence of
     admin commands (some SIGKILLed; with ``kill_every`` each one), every committed row
     checked after each. ``partitioned=None``: the seed decides. ``torn``: a dead writer's
-    side file is cut to 0 bytes first (issue 28, item 2)."""
+    side file is cut to 0 bytes first (issue 28, item 2). ``live``: a writer stays alive,
+    its batch half committed, through the commands (no other ingest meanwhile)."""
     rng = random.Random(seed)
     if partitioned is None:
         partitioned = rng.random() < 0.5
@@ -436,6 +473,9 @@ def scenario_admin(
     weights = dict(WEIGHTS, repair=6) if torn else WEIGHTS
     plan = rng.choices(ops, weights=[weights[o] for o in ops], k=n_ops)
     what = ["partitioned" if partitioned else "plain"] + ["torn side file"] * torn
+    what += ["live writer"] * live
+    if live:  # one writer at a time: the model is the writer's committed position
+        plan = [op for op in plan if op != "ingest"] or ["compact-major"]
     label = f"seed {seed} admin({', '.join(what)}; {n_ops} ops)"
     run = AdminRun(store_url, warehouse, partitioned, label, events=0, kill_every=kill_every)
     with open_store(store_url, warehouse=warehouse) as store:
@@ -449,12 +489,25 @@ def scenario_admin(
         if not cut:
             raise run.fail("the writer left no side file of committed txns to cut")
         run.steps.append(cut)
-    check_rows(run, "before any admin command")
-    for op in plan:
-        step = op_ingest(run, rng) if op == "ingest" else op_command(run, rng, op)
+    held = None
+    if live:
+        held, step = _live_writer(run, rng)
         run.steps.append(step)
-        check_rows(run, f"after {step}")
-        check_fsck(run, f"after {step}")
+    try:
+        check_rows(run, "before any admin command")
+        for op in plan:
+            step = op_ingest(run, rng) if op == "ingest" else op_command(run, rng, op)
+            run.steps.append(step)
+            check_rows(run, f"after {step}")
+            check_fsck(run, f"after {step}")
+        if held is not None:
+            run.steps.append(_release(run, held))
+            check_rows(run, "after the live writer went on")
+            check_fsck(run, "after the live writer went on")
+    finally:
+        if held is not None and held.poll() is None:
+            held.kill()  # a violation was found: the held writer must not outlive the run
+            held.communicate()
     restored = _restore_torn(run)
     if restored:
         run.steps.append(restored)
@@ -487,6 +540,7 @@ SCENARIOS = {
     "admin-partitioned": lambda u, w, s: scenario_admin(u, w, s, partitioned=True),
     "admin-torn-side-file": lambda u, w, s: scenario_admin(u, w, s, torn=True),
     "admin-kill-every": lambda u, w, s: scenario_admin(u, w, s, kill_every=True),
+    "admin-live-writer": lambda u, w, s: scenario_admin(u, w, s, live=True),
 }
 FAULTS = {
     "admin-plain": "admin commands (compact, compactor, cleaner, repair, set-location, fsck) "
@@ -496,6 +550,8 @@ FAULTS = {
     "committed txns) is cut to 0 bytes",
     "admin-kill-every": "the same, every admin command SIGKILLed at a compaction/cleaner "
     "step or a random moment",
+    "admin-live-writer": "the same while a writer is alive with a half-committed batch "
+    "(held at a step, heartbeating), released at the end",
 }
 
 harness.SCENARIOS.update(SCENARIOS)
