@@ -14,10 +14,11 @@ import importlib
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from acid.errors import AcidStreamError, CommitStateUnknownError, StorageError
 
-__all__ = ["main"]
+__all__ = ["OneLineParser", "main"]
 
 _COMMAND_MODULES = (
     "acidstream.cli.acid_cmds",
@@ -33,8 +34,20 @@ _COMMAND_MODULES = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit code 2.
+
+    argparse prints its whole usage block before the error; a script that parses the CLI's
+    stderr, or a person reading it, wants the one line that says what is wrong (and
+    ``--help`` for the rest). Sub-command parsers inherit the class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="acidstream",
         description="Hive ACID tables: streaming ingest, reads and table tools. "
         "Add --debug anywhere to see the traceback of a failure.",

@@ -60,8 +60,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m acidstream.cli.serve_cmds CONFIG ...``: the command on its own."""
     from acid.errors import AcidStreamError
+    from acidstream.cli.main import OneLineParser
 
-    parser = argparse.ArgumentParser(prog="acidstream serve")
+    parser = OneLineParser(prog="acidstream serve")
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -80,3 +80,25 @@ def test_read_only_warehouse_is_a_storage_error(
     src.write_text('{"id": 1}\n')
     code, line = _one_line(capsys, ["ingest", "t", "--format", "json", str(src)])
     assert code == EXIT_STORAGE and "Read-only file system" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],  # no command
+        ["nosuch"],  # an unknown command
+        ["read"],  # a missing argument
+        ["read", "db.t", "--columns", ","],  # a bad option value
+        ["read", "db.t", "--no-such-flag"],  # an unknown option
+        ["ingest", "db.t", "--format", "xml"],  # a bad choice
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(
+    wh: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert len(err.splitlines()) == 1, err  # argparse's usage block is not repeated
+    assert "error:" in err and "--help" in err
