@@ -283,7 +283,9 @@ def op_ingest(run: AdminRun, rng: random.Random) -> str:
     steps = CONNECTION_STEPS + (PARTITION_STEPS if run.partitioned else ())
     faults = (rng.choice(steps),) if kill else ()
     p = start_child(spec, faults=faults)
-    while p.poll() is None:  # one snapshot at a time, each checked against the prefix
+    for _ in range(3):  # snapshots while it writes, each checked against the prefix
+        if p.poll() is not None:
+            break
         _snap_while_writing(run)
     _out, err = p.communicate(timeout=CLI_TIMEOUT_S)
     ok = (0, -signal.SIGKILL, EXIT_TXN_ABORTED, EXIT_STORAGE, EXIT_OTHER_TYPED)
@@ -302,11 +304,13 @@ def _snap_while_writing(run: AdminRun) -> None:
         high = committed_next(s, run.table())
     if got is None:
         return
-    ids = sorted(k[0] for k in got.elements())
-    if ids != list(range(len(ids))) or not low <= len(ids) <= high:
+    rows = sorted(got.elements())
+    ids = [r[0] for r in rows]
+    wrong_ds = [r for r in rows if run.partitioned and r[1] != PARTITION_VALUES[r[0] % 3]]
+    if ids != list(range(len(ids))) or not low <= len(ids) <= high or wrong_ds:
         raise run.fail(
             f"while a writer ran, a snapshot showed {len(ids)} rows (committed {low}..{high}), "
-            "not a committed prefix"
+            f"not a committed prefix (rows with a wrong ds: {wrong_ds[:3]})"
         )
 
 
@@ -327,7 +331,9 @@ def op_command(run: AdminRun, rng: random.Random, op: str) -> str:
     elif op == "cleaner":  # a pass with no initiator: what is queued, then the Cleaner
         args = ["compactor", "--once", "--no-initiator", "--no-housekeeper"]
         steps = ("cleaner.before_delete",)
-    elif op == "repair":  # every open txn counts as a dead writer's (none is alive here)
+    elif op == "repair":
+        # Every open txn counts as a dead writer's: in admin-live-writer the live writer's
+        # too, which must then fail typed when it goes on, committing nothing more.
         args = ["repair", name, "--apply", "--txn-timeout", "0"]
     elif op == "set-location":
         run.moves += 1
