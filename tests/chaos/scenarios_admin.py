@@ -395,9 +395,11 @@ def _dead_writer(run: AdminRun, rng: random.Random, table: TableDef, *, torn: bo
     return f"writer(batch {txns}) {what} at {step}#{at}"
 
 
-def _tear_side_file(run: AdminRun, table: TableDef) -> str:
+def _tear_side_file(run: AdminRun, table: TableDef, tear: random.Random) -> str:
     """Issue 28, item 2: a dead writer's side file cut to 0 bytes while its file holds
-    committed txns (a valid footer). Returns the step-log entry ("" when none fits)."""
+    committed txns (a valid footer), or (a third of the time) torn: 1-7 bytes of a length
+    whose append never completed after its complete lengths. Returns the step-log entry
+    ("" when no side file fits)."""
     assert table.location is not None
     with open_store(run.store_url) as s:
         if committed_next(s, table) == 0:
@@ -406,8 +408,13 @@ def _tear_side_file(run: AdminRun, table: TableDef) -> str:
         data = side.with_name(side.name.removesuffix("_flush_length"))
         if len(side.read_bytes()) >= 8 and data.exists():
             run.torn = TornSideFile(side, side.read_bytes())
+            where = side.relative_to(table.location)
+            if tear.random() < 1 / 3:
+                tail = tear.randbytes(tear.randint(1, 7))
+                side.write_bytes(run.torn.original + tail)
+                return f"side file {where} torn ({len(tail)} bytes of a length appended)"
             side.write_bytes(b"")
-            return f"side file {side.relative_to(table.location)} cut to 0 bytes"
+            return f"side file {where} cut to 0 bytes"
     return ""
 
 
@@ -491,7 +498,8 @@ def scenario_admin(
         with future_store(store_url) as keeper:
             run.steps.append(f"reaped txns {keeper.reap_timed_out(timeout_s=TXN_TIMEOUT_S)}")
     if torn:
-        cut = _tear_side_file(run, table)
+        # Its own generator: the schedule drawn from the seed stays what it was.
+        cut = _tear_side_file(run, table, random.Random(f"tear-{seed}"))
         if not cut:
             raise run.fail("the writer left no side file of committed txns to cut")
         run.steps.append(cut)
