@@ -240,9 +240,10 @@ def assemble(
         typ = plan.types[pos]
         arrays.append(pa.nulls(n, typ) if col is None else cast_column(col, typ))
         fields.append(pa.field(plan.names[pos], typ))
-    pvals = dict(partition.values)
+    # by lower-case key: a catalog's key names the column, a directory's may differ in case
+    pvals = {k.lower(): v for k, v in partition.values}
     for p in plan.partition_names:
-        arrays.append(pa.repeat(pa.scalar(pvals.get(p), pa.string()), n))
+        arrays.append(pa.repeat(pa.scalar(pvals.get(p.lower()), pa.string()), n))
         fields.append(pa.field(p, pa.string()))
     t = pa.Table.from_arrays(arrays, schema=pa.schema(fields)) if fields else pa.table({})
     if plan.filter is not None and t.num_rows:

@@ -303,6 +303,7 @@ def scan(
     storage: Storage | None = None,
     timestamp_unit: TimestampUnit = DEFAULT_TIMESTAMP_UNIT,
     skews: Mapping[PartitionValues, SkewedInfo] | None = None,
+    partition_keys: Sequence[str] = (),
 ) -> Scan:
     """Plan a snapshot read: its output schema, and its batches as ``iter_batches`` yields
     them. Same arguments as ``read_table``. Planning lists the directories and reads
@@ -348,11 +349,17 @@ def scan(
         st = pruner.prune(p, full)
         skipped += _file_count(full) - _file_count(st)
         states.append((p, st))
-    pnames: list[str] = []
+    # The table's partition keys are columns whether or not a partition directory exists
+    # yet (a table created and never written, or one an empty batch only created): taken
+    # from the directories alone, an empty partitioned table would lose them. Directories
+    # may add k=v levels a bare path read does not know of.
+    pnames: list[str] = list(partition_keys)
+    seen = {k.lower() for k in pnames}
     for p in partitions:
         for k, _ in p.values:
-            if k not in pnames:
+            if k.lower() not in seen:
                 pnames.append(k)
+                seen.add(k.lower())
     row_schema = None if schema is not None else _first_row_schema(storage, states)
     plan = build_plan(
         row_schema,
@@ -393,6 +400,7 @@ def iter_batches(
     storage: Storage | None = None,
     timestamp_unit: TimestampUnit = DEFAULT_TIMESTAMP_UNIT,
     skews: Mapping[PartitionValues, SkewedInfo] | None = None,
+    partition_keys: Sequence[str] = (),
 ) -> Iterator[pa.Table]:
     """Stream the visible rows of a snapshot, one Arrow table per file or stripe.
 
@@ -413,6 +421,7 @@ def iter_batches(
         storage=storage,
         timestamp_unit=timestamp_unit,
         skews=skews,
+        partition_keys=partition_keys,
     ).batches
 
 
@@ -429,6 +438,7 @@ def read_table(
     storage: Storage | None = None,
     timestamp_unit: TimestampUnit = DEFAULT_TIMESTAMP_UNIT,
     skews: Mapping[PartitionValues, SkewedInfo] | None = None,
+    partition_keys: Sequence[str] = (),
 ) -> pa.Table:
     """Read the rows of a Hive ACID table (or partition, or one ACID file) visible in a snapshot.
 
@@ -459,6 +469,9 @@ def read_table(
             row passing the filter can be in are skipped (Hive's rules,
             ``acid.list_bucketing_prune``); a ``pyarrow`` expression prunes nothing.
             Rows are filtered as without it: the result is the same, read faster.
+        partition_keys: the table's partition columns (the catalog's, for a read by name):
+            always columns of the result, in this order, even when no partition directory
+            exists yet; partition columns found only on disk follow them.
 
     Raises:
         TableNotFoundError: ``path`` does not exist.
@@ -478,6 +491,7 @@ def read_table(
         storage=storage,
         timestamp_unit=timestamp_unit,
         skews=skews,
+        partition_keys=partition_keys,
     )
     tables = [t for t in s.batches if t.num_rows]
     if not tables:

@@ -31,6 +31,7 @@ from txn.config import StoreConfig
 from txn.namespaces import check_table_namespace, resolve_read, scan_read
 
 if TYPE_CHECKING:
+    from acid.reader import Scan
     from sources.acid_table_txn import AcidReadTxn
     from txn.catalog import TableDef
 
@@ -41,6 +42,7 @@ __all__ = [
     "iter_table_batches",
     "read_table",
     "resolve",
+    "scan_location",
     "scan_table",
 ]
 
@@ -317,8 +319,6 @@ def scan_table(
 ) -> tuple[pa.Schema, Iterator[pa.Table]]:
     """The output schema and the batches of a snapshot read (see :func:`read_table`).
     A catalog table nothing was written to yet (no directory) reads as zero rows."""
-    from acid.read_plan import build_plan
-
     t = resolve(
         name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns,
         namespace=namespace, lease=True,
@@ -329,18 +329,9 @@ def scan_table(
             kwargs.setdefault("skews", t.skews)
         if t.schema is not None:
             kwargs.setdefault("schema", t.schema)
-            if not _exists(t.path):
-                schema = build_plan(
-                    None, schema=t.schema, partition_names=t.partition_keys, columns=columns,
-                    include_row_id=include_row_id, filter=None,
-                    timestamp_unit=kwargs.get("timestamp_unit", "us"),
-                ).schema()  # fmt: skip
-                if t.lease is not None:
-                    t.lease.close()
-                return schema, iter(())
-        s = scan_read(t.path, partitions=t.partitions, partition_keys=t.partition_keys,
-                      write_ids=t.write_ids, txns=t.txns, columns=columns,
-                      include_row_id=include_row_id, **kwargs)  # fmt: skip
+        s = scan_location(t.path, partitions=t.partitions, partition_keys=t.partition_keys,
+                          write_ids=t.write_ids, txns=t.txns, columns=columns,
+                          include_row_id=include_row_id, **kwargs)  # fmt: skip
     except BaseException:
         if t.lease is not None:
             t.lease.close()
@@ -365,6 +356,36 @@ def iter_table_batches(name_or_path: str, **kwargs: Any) -> Iterator[pa.Table]:
     yield from batches
 
 
-def _exists(path: str) -> bool:
+def scan_location(
+    path: str,
+    *,
+    partitions: frozenset[str] | None = None,
+    partition_keys: tuple[str, ...] = (),
+    **kwargs: Any,
+) -> Scan:
+    """The scan of a catalog table's location (or a path), the one way every by-name read
+    (``read_table``, ``acidstream read``, ``run-kafka``'s summary) reads: ``partition_keys``
+    (the catalog's) are columns of the result whether or not a partition directory exists,
+    and a location not created yet (nothing written) reads as zero rows with the catalog's
+    columns when ``schema`` is given. ``partitions``, ``kwargs``: those of
+    :func:`txn.namespaces.scan_read`.
+
+    Raises:
+        TableNotFoundError: ``path`` does not exist and no ``schema`` says what it holds.
+    """
+    from acid.read_plan import build_plan
+    from acid.reader import Scan
+
     storage, p = Storage.for_path(path)
-    return storage.exists(p)
+    if kwargs.get("schema") is not None and not storage.exists(p):
+        plan = build_plan(
+            None,
+            schema=kwargs["schema"],
+            partition_names=partition_keys,
+            columns=kwargs.get("columns"),
+            include_row_id=kwargs.get("include_row_id", False),
+            filter=None,
+            timestamp_unit=kwargs.get("timestamp_unit", "us"),
+        )
+        return Scan(plan.schema(), iter(()))
+    return scan_read(path, partitions=partitions, partition_keys=partition_keys, **kwargs)

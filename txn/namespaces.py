@@ -302,7 +302,7 @@ def scan_read(
     from acid.reader import Scan, scan
 
     if partitions is None:
-        return scan(path, **kwargs)
+        return scan(path, partition_keys=partition_keys, **kwargs)
     from acid.read_plan import build_plan
     from acid.storage import Storage
 
@@ -311,7 +311,7 @@ def scan_read(
         part = f"{path.rstrip('/')}/{name}"
         storage, p = Storage.for_path(part)
         if storage.exists(p):  # registered but not written yet: no rows
-            scans.append(scan(part, **kwargs))
+            scans.append(scan(part, partition_keys=partition_keys, **kwargs))
     if scans:
         return Scan(scans[0].schema, itertools.chain.from_iterable(s.batches for s in scans))
     plan = build_plan(

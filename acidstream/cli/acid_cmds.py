@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI s
     from acid.partitions import PartitionValues
     from acid.schema import TableSchema
 
-__all__ = ["no_rows_on_disk", "register"]
+__all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
@@ -175,22 +175,6 @@ def _location_exists(target: _Target) -> bool:
     return storage.exists(spath)
 
 
-def no_rows_on_disk(location: str, partition_keys: Sequence[str]) -> bool:
-    """Whether a catalog table's directory holds nothing a read could return: it does not
-    exist yet, or the table is partitioned and no partition directory exists yet (an empty
-    streaming batch creates the table directory). The reader takes the partition columns
-    from the directories it finds, so such a table is read from the catalog's schema."""
-    from acid.storage import Storage
-
-    storage, spath = Storage.for_path(location)
-    if not storage.exists(spath):
-        return True
-    if not partition_keys:
-        return False
-    first = f"{partition_keys[0].lower()}="
-    return not any(f.is_dir and f.name.lower().startswith(first) for f in storage.list_dir(spath))
-
-
 def _check_columns(target: _Target, columns: Sequence[str]) -> None:
     """Refuse a ``--columns`` name the table does not have, naming the ones it has
     (table columns, then partition columns). Known for a catalog table only; for a bare
@@ -209,8 +193,7 @@ def _check_columns(target: _Target, columns: Sequence[str]) -> None:
 
 def _cmd_read(args: argparse.Namespace) -> int:
     from acid.json_values import json_lines
-    from acid.read_plan import build_plan
-    from txn.namespaces import scan_read
+    from acidstream.snapshot_read import scan_location
 
     target = _resolve_table_arg(args.path, args, lease=True)
     # The read txn keeps the Cleaner off the snapshot's files until the last row is out.
@@ -218,37 +201,18 @@ def _cmd_read(args: argparse.Namespace) -> int:
         columns: list[str] | None = args.columns  # checked by column_list
         if columns is not None:
             _check_columns(target, columns)
-        if target.schema is not None and (
-            not _location_exists(target)
-            or (
-                target.source.startswith("table ")  # the table's root, not a partition's
-                and target.partitions is None  # (a static link reads its own partitions)
-                and no_rows_on_disk(target.path, target.partition_keys)
-            )
-        ):
-            # A catalog table nothing was written to: zero rows, columns from the catalog.
-            schema = build_plan(
-                None,
-                schema=target.schema,
-                partition_names=target.partition_keys,
-                columns=columns,
-                include_row_id=args.row_id,
-                filter=None,
-                timestamp_unit="us",
-            ).schema()
-            batches: Iterable[pa.Table] = ()
-        else:
-            s = scan_read(
-                target.path,
-                partitions=target.partitions,  # through a static link: only its partitions
-                partition_keys=target.partition_keys,
-                write_ids=args.write_ids,
-                txns=args.txns,
-                columns=columns,
-                include_row_id=args.row_id,
-                schema=target.schema,
-            )
-            schema, batches = s.schema, s.batches
+        # A catalog table nothing was written to yet reads as zero rows with its columns.
+        s = scan_location(
+            target.path,
+            partitions=target.partitions,  # through a static link: only its partitions
+            partition_keys=target.partition_keys,
+            write_ids=args.write_ids,
+            txns=args.txns,
+            columns=columns,
+            include_row_id=args.row_id,
+            schema=target.schema,
+        )
+        schema, batches = s.schema, s.batches
         out = sys.stdout
         if args.format == "jsonl":
             for t in batches:

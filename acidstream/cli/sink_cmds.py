@@ -160,12 +160,11 @@ def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: fl
 def _summary(
     config: Any, rows: int, timings: list[tuple[str, float]], *, expected: int | None
 ) -> None:
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    from acid.read_plan import build_plan
-    from acid.reader import read_table
     from acid.table_name import TableName
-    from acidstream.cli.acid_cmds import no_rows_on_disk
+    from acidstream.snapshot_read import scan_location
     from txn.config import StoreConfig
 
     t = time.monotonic()
@@ -182,20 +181,13 @@ def _summary(
         if "id" in table.schema.names
         else list(table.partition_names)
     )
-    if no_rows_on_disk(table.location or "", table.partition_names):
-        # Nothing written yet (a run over an empty topic): zero rows, columns from the catalog
-        # (the reader would find no partition directory to take the partition columns from).
-        data = (
-            build_plan(
-                None, schema=table.schema, partition_names=tuple(table.partition_names),
-                columns=cols or None, include_row_id=False, filter=None, timestamp_unit="us",
-            ).schema().empty_table()
-        )  # fmt: skip
-    else:
-        data = read_table(
-            table.location or "", write_ids=wids, txns=txns, columns=cols or None,
-            schema=table.schema,
-        )  # fmt: skip
+    # A run over an empty topic may have written nothing: zero rows, the catalog's columns.
+    s = scan_location(
+        table.location or "", partition_keys=tuple(table.partition_names), write_ids=wids,
+        txns=txns, columns=cols or None, schema=table.schema,
+    )  # fmt: skip
+    tables = list(s.batches)
+    data = pa.concat_tables(tables) if tables else s.schema.empty_table()
     timings.append(("read back", time.monotonic() - t))
     print()
     if table.partition_names:
