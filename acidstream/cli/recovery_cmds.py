@@ -97,7 +97,7 @@ def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
     (``fsck``) through :func:`~txn.namespaces.resolve_read` (a link checks its target), a
     write (``repair``) through :func:`~txn.namespaces.resolve_write` (a link is refused)."""
     from acid.errors import TableNotFoundError
-    from acid.storage import Storage
+    from acidstream.snapshot_read import find_registered
     from txn.config import StoreConfig
     from txn.namespaces import check_table_namespace, refuse_link, resolve_read, resolve_write
 
@@ -118,8 +118,8 @@ def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
     store = cfg.open(read_only=not write)  # fsck reads; repair writes
     try:
         if is_path:
-            _s, path = Storage.for_path(target)
-            found = store.find_location(path if "://" not in target else target)
+            # every spelling of a registered location (symlink, file:// URL, '..'), as read
+            found = find_registered(store, target)
             if found is None:
                 if namespace is not None:
                     raise TableNotFoundError(
@@ -127,7 +127,7 @@ def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
                     )
                 store.close()
                 return _Target(None, None, path=target)
-            table, partition = found
+            table, partition, _registered = found
             check_table_namespace(store, table.db, namespace=namespace)
             return _Target(store, table, None if partition is None else (partition,))
         if write:
