@@ -25,6 +25,7 @@ __all__ = [
     "NamespaceError",
     "NotEnoughHistoryError",
     "SerializationError",
+    "SideFileError",
     "SourceError",
     "StorageError",
     "TableNotFoundError",
@@ -59,6 +60,11 @@ class AcidFormatError(AcidStreamError):
     Raised for corrupt ``_flush_length`` side files, non-ACID files where ACID
     files are required, unparsable directory names and malformed metadata.
     """
+
+
+class SideFileError(AcidFormatError):
+    """A ``_flush_length`` side file holds no complete length, or a torn one: its writer is
+    still writing it (wait), or died (``acidstream repair`` recovers or reports the file)."""
 
 
 class NotEnoughHistoryError(AcidFormatError):

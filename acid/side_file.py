@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from acid.errors import AcidFormatError
+from acid.errors import AcidFormatError, SideFileError
 
 __all__ = ["decode_flush_lengths", "encode_flush_length", "last_flush_length"]
 
@@ -29,7 +29,7 @@ def decode_flush_lengths(data: bytes, *, path: str = "<side file>") -> list[int]
     ``EOFException`` and so do we, with a typed error naming the file.
     """
     if len(data) % 8:
-        raise AcidFormatError(
+        raise SideFileError(
             f"{path}: side file has {len(data)} bytes, not a whole number of 8-byte lengths "
             "(torn write?); consider waiting, or recover the file"
         )
@@ -46,7 +46,7 @@ def last_flush_length(
     """
     lengths = decode_flush_lengths(data, path=path)
     if not lengths:
-        raise AcidFormatError(
+        raise SideFileError(
             f"{path}: side file found but is not readable (no complete length); "
             "consider waiting, or recover the file"
         )

@@ -19,10 +19,12 @@ snapshot strings stop listing them.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from acid import faults
 from acid.directory import get_acid_state
@@ -45,20 +47,38 @@ NO_CLEANUP = "no_cleanup"
 
 @dataclass(frozen=True)
 class CleanOutcome:
-    """What one cleaning did: the request (None for the aborted-data pass) and the target."""
+    """What one cleaning did: the request (None for the aborted-data pass) and the target.
+
+    ``error``: the cleaning could not be done now (a storage or format error); nothing
+    was marked, so the next pass tries again. The caller says so (the ``Compactor`` logs
+    it as a warning, ``compact --wait`` reports it).
+    """
 
     id: int | None
     target: str
     deleted: tuple[str, ...]
     forgotten_txns: int
     state: str
+    error: BaseException | None = field(default=None, compare=False)
 
     def summary(self) -> str:
         what = f"compaction {self.id}" if self.id is not None else "aborted data"
+        if self.error is not None:
+            return (
+                f"cleaner {what} {self.target}: cleaning failed ({_why(self.error)}); "
+                "the next cleaner pass retries it"
+            )
         return (
             f"cleaner {what} {self.target}: {self.state}, deleted {len(self.deleted)} dirs, "
             f"forgot {self.forgotten_txns} aborted txns"
         )
+
+
+def _why(e: BaseException) -> str:
+    """An error in a few words: an OSError by its errno's name (EROFS), else its message."""
+    if isinstance(e, OSError) and e.errno is not None:
+        return f"{os.strerror(e.errno)} ({errno.errorcode.get(e.errno, e.errno)}): {e.filename}"
+    return f"{type(e).__name__}: {e}"
 
 
 def _param(table: TableDef, key: str) -> str | None:
@@ -133,15 +153,18 @@ class Cleaner:
     def run_once(self) -> list[CleanOutcome]:
         """Clean every ready request, then every target with aborted data.
 
-        A request that cannot be cleaned now (a storage or format error) stays ``ready for
-        cleaning`` and is retried on the next pass; the error is logged.
+        A request (or aborted data) that cannot be cleaned now (a storage or format error)
+        stays as it is and is retried on the next pass; it is returned as an outcome with
+        its ``error``, for the caller to report (a warning in the daemon's log, a line of
+        ``compact --wait``'s output): not logged here, so that a command's stderr keeps to
+        its one error line.
         """
         out: list[CleanOutcome] = []
         for rec in self.queue.ready_to_clean():
             try:
                 out.append(self.clean(rec))
             except (AcidStreamError, OSError) as e:
-                log.warning("cleaner: compaction %s of %s: %s", rec.id, rec.target, e)
+                out.append(CleanOutcome(rec.id, rec.target, (), 0, "failed", error=e))
         out.extend(self.clean_aborted())
         return out
 
@@ -227,7 +250,7 @@ class Cleaner:
                     deleted = self._delete(storage, state.aborted)
                 forgotten = self._forget(storage, path, db, name, part)
             except (AcidStreamError, OSError) as e:
-                log.warning("cleaner: aborted data of %s: %s", target, e)
+                out.append(CleanOutcome(None, target, (), 0, "failed", error=e))
                 continue
             if deleted or forgotten:
                 out.append(CleanOutcome(None, target, deleted, forgotten, "cleaned"))

@@ -42,12 +42,20 @@ class PassReport:
     cleaned: list[CleanOutcome] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        """One summary line per event (the daemon prints these)."""
+        """One summary line per event (the daemon prints these); failed cleanings are
+        warnings, not events (``Compactor``'s ``on_warning``)."""
         out = [f"recovered {r}" for r in self.recovered]
         out += [i.summary() for i in self.initiated if i.id is not None]
         out += [c.summary() for c in self.compactions]
-        out += [c.summary() for c in self.cleaned]
+        out += [c.summary() for c in self.cleaned if c.error is None]
         return out
+
+    def failed(self) -> list[CompactionOutcome | CleanOutcome]:
+        """The compactions and cleanings of this pass that failed (``error`` set)."""
+        return [
+            *(c for c in self.compactions if c.error is not None),
+            *(c for c in self.cleaned if c.error is not None),
+        ]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -82,6 +90,9 @@ class Compactor:
         workers: Worker threads in :meth:`start` (``run_once`` drains the queue in-line).
         clock: Seconds since the epoch (inject the store's clock in tests).
         on_event: Called with each summary line (default: logged at INFO).
+        on_warning: Called with the line of each cleaning that failed (it is retried on
+            the next pass); default: logged as a WARNING, as a daemon reports it. A
+            command that reports in one error line passes its own.
         engine: ``local`` or ``spark`` (major compactions as Spark tasks, one per bucket).
         spark: The SparkSession for ``engine="spark"``.
     """
@@ -97,6 +108,7 @@ class Compactor:
         workers: int = 1,
         clock: Callable[[], float] = time.time,
         on_event: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
         engine: str = "local",
         spark: Any = None,
     ) -> None:
@@ -133,6 +145,7 @@ class Compactor:
             for _ in range(max(workers, 1))
         ]
         self._on_event = on_event or (lambda line: log.info("%s", line))
+        self._on_warning = on_warning or (lambda line: log.warning("%s", line))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -188,6 +201,9 @@ class Compactor:
             report.cleaned = self.cleaner.run_once()
         for line in report.lines():
             self._on_event(line)
+        for c in report.cleaned:
+            if c.error is not None:
+                self._on_warning(c.summary())
         return report
 
     # ---------------------------------------------------------------------------- daemon
@@ -228,6 +244,9 @@ class Compactor:
     def _emit(self, items: list[Initiation] | list[CleanOutcome]) -> bool:
         for it in items:
             if isinstance(it, Initiation) and it.id is None:
+                continue
+            if isinstance(it, CleanOutcome) and it.error is not None:
+                self._on_warning(it.summary())
                 continue
             self._on_event(it.summary())
         return False

@@ -16,19 +16,28 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from acid.errors import AcidStreamError, ConfigError, NamespaceError, StorageError
+from acid.errors import (
+    AcidStreamError,
+    ConfigError,
+    NamespaceError,
+    SideFileError,
+    StorageError,
+)
 from acid.layout import parse_dir_name
 from acid.storage import Storage
 from acidstream.cli.main import EXIT_STORAGE, describe, exit_code
 from acidstream.cli.output import print_table
 from acidstream.cli.txn_cmds import _open
 from compaction.config import CompactorConfig
-from compaction.service import Compactor
+from compaction.service import Compactor, PassReport
 from recovery.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
 from txn.compaction_sql import (
+    FAILED,
     INITIATED,
     READY_FOR_CLEANING,
     REFUSED,
@@ -144,9 +153,12 @@ def _compact(args: argparse.Namespace) -> int:
             ids.append(cq_id)
         if not args.wait:
             return 0
+        # A failed cleaning is a line of this output, not a logged warning: stderr keeps to
+        # the one error line.
         compactor = Compactor(
-            store, initiator=False, on_event=print, engine=args.engine, spark=_spark(args)
-        )
+            store, initiator=False, on_event=print, on_warning=print, engine=args.engine,
+            spark=_spark(args),
+        )  # fmt: skip
         # A partition the user did not name that has nothing to compact (a minor request on
         # one delta) is refused by the worker: reported, but no failure of "the table".
         return _wait(compactor, queue, ids, refused_ok=args.partition is None and len(ids) > 1)
@@ -156,28 +168,39 @@ def _wait(compactor: Compactor, queue: CompactionQueue, ids: list[int], *, refus
     """Run the queue here until each of ``ids`` is done; print each one's final state.
 
     ``refused_ok``: a refused request (Hive's "compaction thresholds not met") is no
-    failure (else it is one, as Hive's ``COMPACT ... AND WAIT`` fails on it).
+    failure (else it is one, as Hive's ``COMPACT ... AND WAIT`` fails on it). A request
+    whose compaction committed but whose cleaning failed (e.g. a read-only file system) is
+    one: its rows are readable, its obsolete files stay until a cleaner pass succeeds.
 
     Raises:
         StorageError: one of them failed writing (full disk, read-only file system...).
         AcidStreamError: one of them failed or was refused (the first is named).
     """
     errors: dict[int, BaseException] = {}
+    clean_errors: dict[int, BaseException] = {}
     final: dict[int, CompactionRecord | None] = {}
     pending = list(ids)
     while pending:
         report = compactor.run_once()
         errors.update({o.id: o.error for o in report.compactions if o.error is not None})
+        clean_errors.update(
+            {c.id: c.error for c in report.cleaned if c.id in pending and c.error is not None}
+        )
         live: dict[int, CompactionRecord] = {}
         for i in pending:
             rec = queue.get(i)
-            if rec is None or rec.state not in (INITIATED, WORKING, READY_FOR_CLEANING):
+            if (
+                rec is None
+                or rec.state not in (INITIATED, WORKING, READY_FOR_CLEANING)
+                or i in clean_errors  # retried by the next cleaner pass, not by this wait
+            ):
                 final[i] = rec
             else:
                 live[i] = rec
         pending = list(live)
         states = {r.state for r in live.values()}
-        if states == {READY_FOR_CLEANING} and not report.cleaned and not report.compactions:
+        cleaned = [c for c in report.cleaned if c.error is None]
+        if states == {READY_FOR_CLEANING} and not cleaned and not report.compactions:
             # Ready for cleaning but older readers are still open: cleaning waits for
             # them (the daemon does it later); the compactions themselves are done.
             for i, rec in live.items():
@@ -186,45 +209,99 @@ def _wait(compactor: Compactor, queue: CompactionQueue, ids: list[int], *, refus
             break
         if WORKING in states and not report.compactions:
             time.sleep(1.0)  # another process's worker has one: poll its progress
-    bad = []
+    bad: list[_Failed] = []
     for i in ids:
         rec = final[i]
+        if i in clean_errors and rec is not None:
+            print(f"compaction {i}: compacted, cleaning failed")
+            bad.append(_cleaning_failed(i, rec.target, clean_errors[i]))
+            continue
         if rec is not None and rec.state == READY_FOR_CLEANING:
             continue  # printed above
         print(f"compaction {i}: {STATE_NAMES.get(rec.state, rec.state) if rec else 'gone'}")
-        if rec is None or rec.state not in (SUCCEEDED, REFUSED if refused_ok else SUCCEEDED):
-            bad.append((i, rec))
+        if rec is None:
+            bad.append(_Failed(f"compaction {i} is gone from the queue and its history", None))
+        elif rec.state not in (SUCCEEDED, REFUSED if refused_ok else SUCCEEDED):
+            state = STATE_NAMES.get(rec.state, rec.state)
+            bad.append(_compaction_failed(i, rec.target, state, errors.get(i), rec.error_message))
     if not bad:
         return 0
-    raise _failure(bad, errors)
+    raise _one_error(bad)
 
 
-def _failure(
-    bad: list[tuple[int, CompactionRecord | None]], errors: dict[int, BaseException]
-) -> AcidStreamError:
-    """The one error a failed ``compact --wait`` exits with: a storage failure first (exit
-    4, README), else the first failure or refusal (exit 1). Every committed row is still
-    readable: a failed compaction's files are invisible (its txn aborted)."""
-    storage = [(i, r) for i, r in bad if _is_storage(errors.get(i))]
-    i, rec = (storage or bad)[0]
-    more = f" (and {len(bad) - 1} more: see `acidstream compactions`)" if len(bad) > 1 else ""
-    if rec is None:
-        return AcidStreamError(f"compaction {i} is gone from the queue and its history{more}")
-    state = STATE_NAMES.get(rec.state, rec.state)
-    err = errors.get(i)
-    # Our own worker's exception says it best (the errno's name); another process's
-    # failure, or one nobody classified (a bug: its type matters), by the recorded message.
-    known = isinstance(err, (AcidStreamError, OSError))
-    why = describe(err) if err is not None and known else rec.error_message or "no reason given"
-    msg = f"compaction {i} of {rec.target} {state}: {why}"
-    if _is_storage(err):
-        assert isinstance(err, OSError)
-        out = StorageError(
-            f"{msg}; the request is marked failed, committed rows are untouched{more}"
-        )
-        out.errno = err.errno
+@dataclass(frozen=True)
+class _Failed:
+    """One failure of a compaction pass: its message (without the count of the others)
+    and the exception, if this process saw it (its type gives the exit code)."""
+
+    message: str
+    error: BaseException | None
+
+
+def _one_error(failed: Sequence[_Failed]) -> AcidStreamError:
+    """The one error a compaction command (``compact --wait``, ``compactor --once``) exits
+    with: a storage failure first (exit 4, README), else the first failure (exit 1); the
+    others are counted. Every committed row is still readable: a failed compaction's files
+    are invisible (its txn aborted), a failed cleaning deleted nothing it still needs."""
+    storage = [f for f in failed if _is_storage(f.error)]
+    first = (storage or list(failed))[0]
+    more = f" (and {len(failed) - 1} more: see `acidstream compactions`)" if len(failed) > 1 else ""
+    if isinstance(first.error, OSError) and _is_storage(first.error):
+        out = StorageError(first.message + more)
+        out.errno = first.error.errno
         return out
-    return AcidStreamError(msg + more)
+    return AcidStreamError(first.message + more)
+
+
+def _why(err: BaseException | None, recorded: str | None, target: str) -> str:
+    """Why something failed: our own exception says it best (the errno's name); another
+    process's failure, or one nobody classified (a bug: its type matters), by the recorded
+    message. An unreadable side file says what to do about it."""
+    known = isinstance(err, (AcidStreamError, OSError))
+    why = describe(err) if err is not None and known else recorded or "no reason given"
+    if isinstance(err, SideFileError):
+        table = target.split("/", 1)[0]
+        why += (
+            f"; a writer's side file cannot be read: if that writer is dead, `acidstream "
+            f"repair {table}` (a dry run, then --apply) recovers the file or reports it"
+        )
+    return why
+
+
+def _compaction_failed(
+    i: int, target: str, state: str, err: BaseException | None, recorded: str | None
+) -> _Failed:
+    msg = f"compaction {i} of {target} {state}: {_why(err, recorded, target)}"
+    if _is_storage(err):
+        msg += "; the request is marked failed, committed rows are untouched"
+    return _Failed(msg, err)
+
+
+def _cleaning_failed(i: int | None, target: str, err: BaseException) -> _Failed:
+    why = _why(err, None, target)
+    if i is None:
+        return _Failed(
+            f"cleaning the aborted data of {target} failed: {why}; nothing committed was "
+            "touched, the next cleaner pass retries it",
+            err,
+        )
+    return _Failed(
+        f"compaction {i} of {target} succeeded, but cleaning failed: {why}; every committed "
+        "row is readable, the obsolete files stay until a cleaner pass succeeds (the daemon, "
+        "`acidstream compactor`, retries it)",
+        err,
+    )
+
+
+def _pass_failures(report: PassReport) -> list[_Failed]:
+    """The failed compactions and cleanings of one pass (a refusal is no failure)."""
+    out = [
+        _compaction_failed(c.id, c.target, "failed", c.error, c.message)
+        for c in report.compactions
+        if c.state == FAILED
+    ]
+    out += [_cleaning_failed(c.id, c.target, c.error) for c in report.cleaned if c.error]
+    return out
 
 
 def _is_storage(e: BaseException | None) -> bool:
@@ -295,6 +372,9 @@ def _compactor(args: argparse.Namespace) -> int:
             cleaner=not args.no_cleaner,
             workers=args.workers,
             on_event=_say,
+            # --once reports a failed pass in its one error line (stdout has the details);
+            # the daemon logs each failed cleaning as a warning and retries it.
+            on_warning=_say if args.once else None,
             engine=args.engine,
             spark=_spark(args),
         )
@@ -302,7 +382,9 @@ def _compactor(args: argparse.Namespace) -> int:
             if keeper is not None:
                 with keeper:
                     _print_housekeeping(keeper.run_once())
-            compactor.run_once()
+            failed = _pass_failures(compactor.run_once())
+            if failed:
+                raise _one_error(failed)
             return 0
         done = threading.Event()
 
