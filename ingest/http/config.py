@@ -140,9 +140,11 @@ class Limits:
             the request is answered 431 and its connection closed, before the head is
             held in memory (``ingest.http.protocol``).
         max_headers: header fields of one request; past it, 431.
-        header_timeout_s: a connection must send a request's whole head within this of
-            its first byte (or of connecting): else 408 and the connection is closed, so a
-            slow client cannot hold a connection open (slowloris).
+        header_timeout_s: a request's head must be complete within this of the
+            connection being made (its first request) or of the head's first byte (the
+            next ones): else 408 and the connection is closed; a connection that sends
+            nothing for as long is closed. A slow client cannot hold a connection open
+            (slowloris).
         max_connections: open connections; one more is answered 503 + ``Retry-After``
             and closed at once. With the head's bounds it caps what unfinished heads can
             hold (``max_connections`` x ``max_header_bytes``, plus a socket read each).

@@ -4,18 +4,19 @@ and on the number of connections.
 uvicorn bounds nothing of a request's head when it parses with httptools:
 ``h11_max_incomplete_event_size`` is for h11 only, and llhttp (httptools' parser) gathers
 a header's name and value in memory until the header ends, so one request with a 256 MiB
-header was held whole (about 400 MB of the server's memory) and answered 200. Nor does
-uvicorn time a connection out before its first request, or while a head trickles in.
+header was held whole (the server's peak RSS grew by 517 MB). Nor does uvicorn time a
+connection out before its first request, or while a head trickles in.
 
 :class:`BoundedHttpToolsProtocol` counts the bytes fed to the parser while a request's
 head is incomplete and the header fields it reports, and answers a head past
 ``limits.max_header_bytes`` or ``limits.max_headers`` with 431 (problem details, as the
 application's refusals) before parsing more of it; it answers 408 to a head that is not
-complete within ``limits.header_timeout_s`` of its first byte, and closes a connection
-that sends nothing for as long; a connection past ``limits.max_connections`` is answered
-503 with ``Retry-After`` as soon as it is made. After such an answer the connection sends its FIN and
-drops what still arrives for a moment (a lingering close, as nginx does), so the client
-reads the answer instead of a reset, then closes. The body's bounds are the
+complete within ``limits.header_timeout_s`` of the connection being made (its first
+request) or of its first byte (the next ones), and closes a connection that sends nothing
+for as long; a connection past ``limits.max_connections`` is answered 503 with
+``Retry-After`` as soon as it is made. After such an answer the connection sends its FIN
+and drops what still arrives for a moment (a lingering close, as nginx does), so the
+client reads the answer instead of a reset, then closes. The body's bounds are the
 application's (``Content-Length`` against ``limits.max_body_bytes``, the in-flight bytes,
 ``limits.body_timeout_s``): uvicorn pauses reading when 64 KiB of body wait unread.
 """
