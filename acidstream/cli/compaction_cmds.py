@@ -11,12 +11,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -161,7 +163,8 @@ def _compact(args: argparse.Namespace) -> int:
         )  # fmt: skip
         # A partition the user did not name that has nothing to compact (a minor request on
         # one delta) is refused by the worker: reported, but no failure of "the table".
-        return _wait(compactor, queue, ids, refused_ok=args.partition is None and len(ids) > 1)
+        with _warnings_as_output(print):
+            return _wait(compactor, queue, ids, refused_ok=args.partition is None and len(ids) > 1)
 
 
 def _wait(compactor: Compactor, queue: CompactionQueue, ids: list[int], *, refused_ok: bool) -> int:
@@ -294,14 +297,48 @@ def _cleaning_failed(i: int | None, target: str, err: BaseException) -> _Failed:
 
 
 def _pass_failures(report: PassReport) -> list[_Failed]:
-    """The failed compactions and cleanings of one pass (a refusal is no failure)."""
+    """The failed compactions, and failed cleanings of compactions, of one pass (a refusal
+    is no failure). A failed pass over aborted data is not: it is a warning line of the
+    output, as in the daemon (a live writer's side file may be unreadable for a moment)."""
     out = [
         _compaction_failed(c.id, c.target, "failed", c.error, c.message)
         for c in report.compactions
         if c.state == FAILED
     ]
-    out += [_cleaning_failed(c.id, c.target, c.error) for c in report.cleaned if c.error]
+    out += [
+        _cleaning_failed(c.id, c.target, c.error)
+        for c in report.cleaned
+        if c.error is not None and c.id is not None
+    ]
     return out
+
+
+class _LineHandler(logging.Handler):
+    """Log records as lines of a command's output (``say``)."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._say = say
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._say(f"warning: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _warnings_as_output(say: Callable[[str], None]) -> Iterator[None]:
+    """The compaction library's warnings (initiator, worker, cleaner) as lines of this
+    command's output while a one-shot command runs: its stderr keeps to the one error line
+    it fails with. The daemon logs them as warnings."""
+    logger = logging.getLogger("compaction")
+    handler = _LineHandler(say)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def _is_storage(e: BaseException | None) -> bool:
@@ -382,7 +419,8 @@ def _compactor(args: argparse.Namespace) -> int:
             if keeper is not None:
                 with keeper:
                     _print_housekeeping(keeper.run_once())
-            failed = _pass_failures(compactor.run_once())
+            with _warnings_as_output(_say):
+                failed = _pass_failures(compactor.run_once())
             if failed:
                 raise _one_error(failed)
             return 0

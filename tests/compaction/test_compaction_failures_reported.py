@@ -15,6 +15,7 @@ CLI in real processes where stderr is checked. Both metastore backends.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 
 from acid import faults
 from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE, main
+from compaction.service import Compactor
 from tests.chaos.harness import make_table, snapshot_ids
 from tests.compaction.conftest import Tbl, rows
 from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
@@ -190,3 +192,44 @@ def test_compact_wait_reports_a_failed_cleaning_and_exits_4(
     rec = CompactionQueue(store).get(1)
     assert rec is not None and rec.state == READY_FOR_CLEANING
     assert t.read(partition="ds=a").equals(before)
+
+
+def test_the_daemon_still_logs_a_failed_cleaning_as_a_warning(
+    store: TxnStore, tmpfs: Tmpfs, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The commands print a failed cleaning on stdout; the ``Compactor`` a daemon runs
+    (default ``on_warning``) logs it as a WARNING, and retries it on its next pass."""
+    mnt = tmpfs("4m")
+    t = _partitioned_on(store, mnt)
+    CompactionQueue(store).request("default", "t", "ds=a", major=True)
+    events: list[str] = []
+    faults.set_hook(lambda step: make_read_only(mnt) if step == "cleaner.before_delete" else None)
+    try:
+        with caplog.at_level(logging.WARNING, logger="compaction"):
+            report = Compactor(store, initiator=False, on_event=events.append).run_once()
+    finally:
+        faults.set_hook(None)
+    ((failed,),) = [[c for c in report.cleaned if c.error is not None]]
+    assert failed.id == 1 and isinstance(failed.error, OSError)
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warned] == [failed.summary()]
+    assert "cleaning failed (Read-only file system (EROFS)" in failed.summary()
+    assert not any("cleaning failed" in e for e in events)  # a warning, not an event
+    rec = CompactionQueue(store).get(1)
+    assert rec is not None and rec.state == READY_FOR_CLEANING
+    assert t.read(partition="ds=a").num_rows == 6
+
+
+def test_compactor_once_prints_the_librarys_warnings_on_stdout(
+    store: TxnStore, store_url: str, warehouse: str
+) -> None:
+    """The initiator cannot size the table and the Cleaner cannot clean its aborted data
+    (the dead writer's side file): warnings of the pass, lines of its output; stderr stays
+    empty (a failing command's stderr is its one error line). Nothing failed: exit 0."""
+    _t, path, data = _dead_writer_with_empty_side_file(store)
+    proc = _run(["compactor", "--once", "--no-housekeeper"], store_url, warehouse)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(ln.startswith("warning: initiator: default.t: ") for ln in lines), lines
+    assert any(ln.startswith("cleaner aborted data default.t: cleaning failed (") for ln in lines)
+    assert path.read_bytes() == data
