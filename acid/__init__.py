@@ -5,7 +5,7 @@ Pure library: it knows nothing of the transaction manager or Spark.
 
 from acid.directory import AcidState, get_acid_state
 from acid.errors import AcidFormatError, AcidStreamError
-from acid.reader import iter_batches, read_table
+from acid.reader import iter_batches, read_path
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
@@ -29,7 +29,7 @@ __all__ = [
     "ValidWriteIdList",
     "get_acid_state",
     "iter_batches",
-    "read_table",
+    "read_path",
     "write_base",
     "write_delete_delta",
     "write_delta",

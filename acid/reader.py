@@ -1,6 +1,6 @@
 """Snapshot reads of Hive ACID tables into Arrow, as Hive's vectorized ACID reader sees them.
 
-``read_table`` resolves the snapshot with ``get_acid_state`` (per partition),
+``read_path`` resolves the snapshot with ``get_acid_state`` (per partition),
 then reads every selected file with ``pyarrow.orc`` and applies Hive's rules
 with Arrow compute (no per-row Python):
 
@@ -66,7 +66,7 @@ __all__ = [
     "Predicate",
     "Scan",
     "iter_batches",
-    "read_table",
+    "read_path",
     "scan",
 ]
 
@@ -306,7 +306,7 @@ def scan(
     partition_keys: Sequence[str] = (),
 ) -> Scan:
     """Plan a snapshot read: its output schema, and its batches as ``iter_batches`` yields
-    them. Same arguments as ``read_table``. Planning lists the directories and reads
+    them. Same arguments as ``read_path``. Planning lists the directories and reads
     one file tail (for the schema when ``schema`` is not given)."""
     check_timestamp_unit(timestamp_unit)
     if storage is None:
@@ -404,7 +404,7 @@ def iter_batches(
 ) -> Iterator[pa.Table]:
     """Stream the visible rows of a snapshot, one Arrow table per file or stripe.
 
-    Same arguments and semantics as ``read_table``; every yielded table has the
+    Same arguments and semantics as ``read_path``; every yielded table has the
     same schema (``scan`` gives it even when nothing is yielded). Nothing is read
     before the first ``next()``; after it, up to ``2 * READ_THREADS`` files are read
     ahead in threads (none on the sort-merge path).
@@ -425,7 +425,7 @@ def iter_batches(
     ).batches
 
 
-def read_table(
+def read_path(
     path: str | os.PathLike[str],
     *,
     write_ids: ValidWriteIdList | str | None = None,

@@ -27,7 +27,7 @@ import pyarrow.orc as po
 import pyorc
 
 from acid import bucket_codec
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.writer import write_delete_delta, write_delta
@@ -107,7 +107,7 @@ def bench_read(root: Path, n: int, deltas: int, deleted: float, repeat: int) -> 
         pa.concat_tables([po.ORCFile(f).read() for f in files])
 
     def acid(_: int) -> None:
-        t = read_table(str(tdir), write_ids=write_ids, txns=ValidTxnList())
+        t = read_path(str(tdir), write_ids=write_ids, txns=ValidTxnList())
         if t.num_rows != expect:
             raise SystemExit(f"acid read returned {t.num_rows} rows, expected {expect}")
 

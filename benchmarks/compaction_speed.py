@@ -56,7 +56,7 @@ import pyarrow.orc as po  # noqa: E402
 
 from acid import bucket_codec  # noqa: E402
 from acid.orc_options import OrcWriterOptions  # noqa: E402
-from acid.reader import read_table  # noqa: E402
+from acid.reader import read_path  # noqa: E402
 from acid.schema import TableSchema  # noqa: E402
 from acid.writer import write_delete_delta, write_delta  # noqa: E402
 from compaction import Compactor, CompactorConfig, Worker  # noqa: E402
@@ -123,7 +123,7 @@ def _read(store: TxnStore, table: TableDef) -> int:
     txns = store.get_valid_txns()
     wids = store.get_valid_write_ids(table.db, table.name, txns)
     assert table.location is not None
-    return read_table(table.location, write_ids=wids, txns=txns, schema=table.schema).num_rows
+    return read_path(table.location, write_ids=wids, txns=txns, schema=table.schema).num_rows
 
 
 def _floor(location: str, out: Path, rows_out: int) -> None:

@@ -13,7 +13,7 @@ Then it times, best of ``--repeat``, one aggregate over every row (``count(*)``,
 
 * ``spark.read.format("acidtable")`` (snapshot, deletes applied), in local[2];
 * ``spark.read.orc`` of the plain files (target: acidtable >= 0.6x its rows/s);
-* ``acid.reader.read_table`` + pyarrow compute, single process.
+* ``acid.reader.read_path`` + pyarrow compute, single process.
 
 Rates are rows of input (before deletes) per second, so the three are comparable.
 
@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.orc as po
 
 from acid import bucket_codec
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from acid.writer import write_delete_delta, write_delta
 from txn.catalog import TableDef
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             loc = tbl.location
 
             def python() -> tuple[int, ...]:
-                t = read_table(loc, write_ids=wids, txns=txns)
+                t = read_path(loc, write_ids=wids, txns=txns)
                 return t.num_rows, int(pc.sum(t.column("salary")).as_py() or 0)
 
             t_py, out_py = _best(python, args.repeat)

@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from acid import bucket_codec, layout
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
@@ -65,7 +65,7 @@ def main() -> int:
         ("write id 2 still open", "demo.events:6:2:2:3"),
     ):
         t1 = time.perf_counter()
-        result = read_table(
+        result = read_path(
             str(table), write_ids=ValidWriteIdList.from_string(write_ids), txns=ValidTxnList()
         )
         print(f"{label:<44} {result.num_rows:>10,} {time.perf_counter() - t1:>8.3f}")

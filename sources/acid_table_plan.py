@@ -5,7 +5,7 @@ partitions: one per (partition directory, bucket) file group with the delete del
 that bucket, a group bigger than the split size cut into several (by file, and big
 files by stripe). The executor side (:func:`read_partition`) reads one input partition
 with the acid library (``acid.file_reader``), so Spark sees exactly the rows
-``acid.reader.read_table`` returns for the same snapshot.
+``acid.reader.read_path`` returns for the same snapshot.
 
 Everything that crosses from driver to executor here (:class:`ReadSpec`,
 :class:`AcidTablePartition`, :class:`Piece`) is a frozen dataclass of plain values,

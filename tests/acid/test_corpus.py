@@ -24,7 +24,7 @@ from acid.delete_registry import DeleteKeySet, SortMergedDeletes, key_table
 from acid.directory import get_acid_state
 from acid.errors import AcidFormatError
 from acid.layout import ParsedDelta, parse_dir_name
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.writer import write_delta
@@ -100,8 +100,8 @@ def event_tuple(e: dict[str, Any]) -> list[Any]:
 
 def both_paths(table: Path, **kw: Any) -> pa.Table:
     """Read with the in-memory registry and with the sort-merge path; they must agree."""
-    a = read_table(table, **kw)
-    b = read_table(table, delete_event_cap=0, **kw)
+    a = read_path(table, **kw)
+    b = read_path(table, delete_event_cap=0, **kw)
     assert a.to_pylist() == b.to_pylist()
     return a
 
@@ -116,7 +116,7 @@ def test_impala_full_acid_original_file_row_ids(
     exp = scenario(expected(corpus_dir, case), "original_file_row_ids")["expect"]
     table = tmp_path / "alltypes"
     place(corpus_dir / case / "000000_0", table / "000000_0")
-    t = read_table(table, include_row_id=True, columns=["id"])
+    t = read_path(table, include_row_id=True, columns=["id"])
     assert t.num_rows == exp["row_count"]
     const = exp["row__id_constant"]
     rids = t.column("row__id").to_pylist()
@@ -171,7 +171,7 @@ def test_impala_acid_schema_without_metadata(corpus_dir: Path, tmp_path: Path, c
     s = scenario(expected(corpus_dir, case), "count")
     table = tmp_path / "full_acid_schema_no_metadata"
     place(corpus_dir / case / s["file"], table / s["file"])  # at the table root, as Impala does
-    t = read_table(table)
+    t = read_path(table)
     assert t.num_rows == s["expect"]["row_count"]
     assert t.column("i").to_pylist() == s["expect"]["values_i"]
     assert [r["i"] for r in cli_rows(capsys, str(table))] == s["expect"]["values_i"]
@@ -193,7 +193,7 @@ def test_impala_streaming_rows_validated_by_write_id(
 ) -> None:
     s = scenario(expected(corpus_dir, "apache-impala/streaming"), sid)
     table = _streaming_table(corpus_dir, tmp_path)
-    t = read_table(table, write_ids=s["valid_write_ids"])
+    t = read_path(table, write_ids=s["valid_write_ids"])
     assert t.num_rows == s["expect"]["row_count"]
     assert [[r["a"], r["b"]] for r in t.to_pylist()] == s["expect"]["rows"]
     assert t.schema.names == ["a", "b"]  # an empty snapshot still has the table's columns
@@ -211,7 +211,7 @@ def test_impala_streaming_flush_prefixes_via_side_file(
         table = _streaming_table(corpus_dir, base)
         data = table / "delta_1_2/streaming.orc"
         write_side_file(data, [0, int(length)])  # synthetic, as EXPECTED.md suggests
-        assert read_table(table, write_ids=everything).num_rows == count
+        assert read_path(table, write_ids=everything).num_rows == count
         assert len(cli_rows(capsys, str(table), "--write-ids", everything)) == count
         meta, events = dump_lines(capsys, str(data))
         assert meta["logical_length"] == int(length)
@@ -265,7 +265,7 @@ def test_qubole_single_row_file(corpus_dir: Path, tmp_path: Path, capsys: Any) -
     src = corpus_dir / case / "fullacid_basefile_singleCol_singleRow.orc"
     table = tmp_path / "t"
     place(src, table / "delta_0000002_0000002_0000/bucket_00000")
-    t = read_table(table, include_row_id=True)
+    t = read_path(table, include_row_id=True)
     assert t.num_rows == s["row_count"]
     assert t.column("col").to_pylist() == s["values_col"]
     _op, owid, bucket, rowid, _cur, row = s["rows"][0]
@@ -273,7 +273,7 @@ def test_qubole_single_row_file(corpus_dir: Path, tmp_path: Path, capsys: Any) -
         {"writeid": owid, "bucketid": bucket, "rowid": rowid}
     ]
     assert t.drop_columns(["row__id"]).to_pylist() == [row]
-    assert read_table(src).column("col").to_pylist() == s["values_col"]  # the file by itself
+    assert read_path(src).column("col").to_pylist() == s["values_col"]  # the file by itself
     _, events = dump_lines(capsys, str(src))
     assert [event_tuple(e) for e in events] == s["rows"]
 
@@ -292,7 +292,7 @@ def test_trino_acid_version_hive3_file_accepted(
     table = tmp_path / "t"
     place(src, table / f"delta_0000001_0000001_0000/bucket_{s['expect']['decoded_bucket']:05d}")
     for path in (table, src):
-        t = read_table(path, include_row_id=True)
+        t = read_path(path, include_row_id=True)
         assert t.num_rows == s["expect"]["row_count"]
         assert t.to_pylist() == [
             {"row__id": {"writeid": owid, "bucketid": bucket, "rowid": rowid}, **row}
@@ -312,12 +312,12 @@ def test_trino_missing_acid_version_rejected(corpus_dir: Path, tmp_path: Path, c
         0
     ]  # "expected hive.acid.version >= 2 in ORC metadata"
     with pytest.raises(AcidFormatError, match=phrase):
-        read_table(src)  # read as a full-ACID data file
+        read_path(src)  # read as a full-ACID data file
     # Under a delta that can only hold ACID files (streaming/compacted delta_x_y, x != y).
     table = tmp_path / "t"
     place(src, table / "delta_0000001_0000002/bucket_00000")
     with pytest.raises(AcidFormatError, match=phrase):
-        read_table(table)
+        read_path(table)
     assert phrase in cli_error(capsys, "read", str(src))
     assert phrase in cli_error(capsys, "read", str(table))
 
@@ -491,7 +491,7 @@ def test_trino_nation_full_read(corpus_dir: Path, tmp_path: Path, capsys: Any) -
     doc = expected(corpus_dir, "trinodb-trino/nationFile25kRowsSortedOnNationKey")
     s = scenario(doc, "full_read")["expect"]
     table = _nation_table(corpus_dir, tmp_path, deletes=False)
-    t = read_table(table)
+    t = read_path(table)
     assert t.num_rows == s["row_count"]
     keys = t.column("n_nationkey").to_pylist()
     assert sorted(set(keys)) == s["nationkeys"]
@@ -507,14 +507,14 @@ def test_trino_nation_projection_and_predicates(
     doc = expected(corpus_dir, "trinodb-trino/nationFile25kRowsSortedOnNationKey")
     table = _nation_table(corpus_dir, tmp_path, deletes=False)
     s = scenario(doc, "project_regionkey")
-    t = read_table(table, columns=s["columns"])
+    t = read_path(table, columns=s["columns"])
     assert t.schema.names == s["columns"] and t.num_rows == s["expect"]["row_count"]
     assert (
-        read_table(table, filter=[("n_nationkey", "=", 100)]).num_rows
+        read_path(table, filter=[("n_nationkey", "=", 100)]).num_rows
         == scenario(doc, "predicate_nationkey_100")["expect"]["row_count"]
     )
     s5 = scenario(doc, "predicate_nationkey_5")["expect"]
-    t5 = read_table(table, filter=[("n_nationkey", "=", 5)])
+    t5 = read_path(table, filter=[("n_nationkey", "=", 5)])
     assert t5.num_rows == s5["row_count"]
     assert sorted(set(t5.column("n_nationkey").to_pylist())) == s5["nationkeys"]
     rows = cli_rows(capsys, str(table), "--columns", ",".join(s["columns"]))
@@ -533,7 +533,7 @@ def test_trino_nation_delete_deltas(corpus_dir: Path, tmp_path: Path, capsys: An
     rows = cli_rows(capsys, str(table), "--write-ids", s["valid_write_ids_equivalent"])
     assert len(rows) == s["expect"]["row_count"]
     # Without the snapshot (everything valid) the result is the same.
-    assert read_table(table).num_rows == s["expect"]["row_count"]
+    assert read_path(table).num_rows == s["expect"]["row_count"]
 
 
 def test_trino_nation_delete_deltas_subprocess_cli(corpus_dir: Path, tmp_path: Path) -> None:
@@ -562,7 +562,7 @@ def test_trino_minor_compacted_file_without_row_index(
     src = corpus_dir / "trinodb-trino/orcFileWithoutRowGroupInfo" / s["file"]
     table = tmp_path / "t"
     place(src, table / s["logical_location"])
-    t = read_table(table, include_row_id=True)
+    t = read_path(table, include_row_id=True)
     assert t.num_rows == s["expect"]["row_count"]
     want = [
         {"row__id": {"writeid": o, "bucketid": b, "rowid": r}, **row}
@@ -575,8 +575,8 @@ def test_trino_minor_compacted_file_without_row_index(
     # read_with_predicate_a_eq_2: with no row index nothing can be pruned, so every row
     # is read (row_count 2); the predicate then keeps the rows whose a == 2.
     p = scenario(doc, "read_with_predicate_a_eq_2")
-    assert read_table(table).num_rows == p["expect"]["row_count"]
-    t2 = read_table(table, filter=[("a", "=", 2)])
+    assert read_path(table).num_rows == p["expect"]["row_count"]
+    t2 = read_path(table, filter=[("a", "=", 2)])
     assert t2.to_pylist() == [w_row for *_x, w_row in s["expect"]["rows"] if w_row["a"] == 2]
 
 

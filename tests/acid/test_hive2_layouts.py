@@ -11,7 +11,7 @@ import pytest
 from acid import bucket_codec
 from acid.directory import get_acid_state
 from acid.layout import ORIGINALS_BASE_WRITE_ID, base_dir_name, parse_dir_name
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
@@ -54,7 +54,7 @@ def test_originals_base_is_chosen_and_read(tmp_path: Path) -> None:
         "delta_0000001_0000001_0000",
         "delete_delta_0000002_0000002_0000",
     ]
-    got = read_table(tmp_path, write_ids=wids, include_row_id=True)
+    got = read_path(tmp_path, write_ids=wids, include_row_id=True)
     assert [(r["row__id"]["writeid"], r["row__id"]["rowid"], r["id"]) for r in got.to_pylist()] == [
         (0, 0, 1),
         (1, 0, 3),
@@ -79,7 +79,7 @@ def test_v0_delete_events_delete_original_rows(tmp_path: Path, cap: int) -> None
     # Hive 2 wrote these: the bucket field is the plain bucket number (V0), not V1.
     assert bucket_codec.version(1) == 0
     write_delete_delta(str(tmp_path), SCHEMA, 1, [(0, 0, 0), (0, 1, 2)])
-    got = read_table(tmp_path, delete_event_cap=cap, include_row_id=True)
+    got = read_path(tmp_path, delete_event_cap=cap, include_row_id=True)
     assert [r["id"] for r in got.to_pylist()] == [1, 2, 10, 11]
     # The rows keep Hive's synthetic (V1) ROW__IDs.
     assert {r["row__id"]["bucketid"] for r in got.to_pylist()} == {
@@ -95,7 +95,7 @@ def test_v0_delete_events_delete_original_rows(tmp_path: Path, cap: int) -> None
         str(other), SCHEMA, 1, [(0, bucket_codec.encode(0), 0), (0, bucket_codec.encode(1), 2)]
     )
     assert (
-        read_table(other, delete_event_cap=cap).to_pylist()
+        read_path(other, delete_event_cap=cap).to_pylist()
         == got.drop_columns(["row__id"]).to_pylist()
     )
 
@@ -110,4 +110,4 @@ def test_v0_delete_events_delete_v0_acid_rows(tmp_path: Path) -> None:
     write_delete_delta(str(tmp_path), SCHEMA, 2, [(1, 1, 0)])
     write_delete_delta(str(tmp_path), SCHEMA, 3, [(1, bucket_codec.encode(1), 2)])
     for cap in (10_000_000, 0):
-        assert [r["id"] for r in read_table(tmp_path, delete_event_cap=cap).to_pylist()] == [6]
+        assert [r["id"] for r in read_path(tmp_path, delete_event_cap=cap).to_pylist()] == [6]

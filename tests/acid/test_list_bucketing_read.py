@@ -17,7 +17,7 @@ from acid.file_writer import AcidFileWriter, RowIdSequence
 from acid.hive_text import hive_text
 from acid.layout import base_dir_name, bucket_file_name, delta_dir_name
 from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
-from acid.reader import read_table, scan
+from acid.reader import read_path, scan
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList
 from acid.storage import Storage
@@ -188,7 +188,7 @@ def test_pruned_read_equals_the_unpruned_read(
     tmp_path: Path, preds: list[tuple[str, str, Any]], skipped: int
 ) -> None:
     skews = skewed_table(tmp_path)
-    full = read_table(tmp_path, filter=preds, schema=SCHEMA)
+    full = read_path(tmp_path, filter=preds, schema=SCHEMA)
     s = scan(tmp_path, filter=preds, schema=SCHEMA, skews=skews)
     got = pa.concat_tables([s.schema.empty_table(), *s.batches])
     assert sorted_rows(got) == sorted_rows(full)
@@ -200,7 +200,7 @@ def test_without_skews_or_schema_or_with_an_expression_nothing_is_pruned(tmp_pat
     import pyarrow.compute as pc
 
     skews = skewed_table(tmp_path)
-    want = sorted_rows(read_table(tmp_path, filter=[("x", "=", 6)], schema=SCHEMA))
+    want = sorted_rows(read_path(tmp_path, filter=[("x", "=", 6)], schema=SCHEMA))
     for kw in (
         {"filter": [("x", "=", 6)], "schema": SCHEMA},  # a bare location: no catalog
         {"filter": [("x", "=", 6)], "skews": skews},  # no schema: types unknown
@@ -215,7 +215,7 @@ def test_every_row_of_lb_dirs_is_read_and_deletes_apply_across_them(tmp_path: Pa
     part = tmp_path / "ds=1"
     counts = place_rows(delta(part, 1), 1, XSKEW, [(6, "a"), (7, "b"), (20, "c"), (6, "d")])
     assert counts == {"x=6": 2, "x=20": 1, DEFAULT_DIR_NAME: 1}
-    t = read_table(part, include_row_id=True)
+    t = read_path(part, include_row_id=True)
     by_s = {r["s"]: r["row__id"] for r in t.to_pylist()}
     assert sorted(by_s) == ["a", "b", "c", "d"]
     # One numbering per bucket across the directories: ROW__IDs are unique.
@@ -226,8 +226,8 @@ def test_every_row_of_lb_dirs_is_read_and_deletes_apply_across_them(tmp_path: Pa
     )
     skews = {(("ds", "1"),): XSKEW}
     for preds in (None, [("x", "=", 6)], [("x", "=", 7)]):
-        full = read_table(part, filter=preds, schema=SCHEMA)
-        pruned = read_table(part, filter=preds, schema=SCHEMA, skews=skews)
+        full = read_path(part, filter=preds, schema=SCHEMA)
+        pruned = read_path(part, filter=preds, schema=SCHEMA, skews=skews)
         assert sorted_rows(pruned) == sorted_rows(full)
         assert "d" not in full.column("s").to_pylist() and "b" not in full.column("s").to_pylist()
 
@@ -243,11 +243,11 @@ def test_streaming_file_in_an_lb_dir_is_read_up_to_its_flush_length(tmp_path: Pa
     w.flush()
     w.insert(2, [(6, "b")])  # written but not flushed: beyond the side file's length
     skews = {(("ds", "1"),): XSKEW}
-    assert read_table(part, filter=[("x", "=", 6)], schema=SCHEMA, skews=skews).column(
+    assert read_path(part, filter=[("x", "=", 6)], schema=SCHEMA, skews=skews).column(
         "s"
     ).to_pylist() == ["a"]
     w.close()
-    assert sorted(read_table(part).column("s").to_pylist()) == ["a", "b"]
+    assert sorted(read_path(part).column("s").to_pylist()) == ["a", "b"]
 
 
 def test_base_with_lb_dirs_is_pruned_too(tmp_path: Path) -> None:
@@ -297,13 +297,13 @@ def test_pruned_scan_equals_filtered_full_scan(
         col_names=("x",), col_values=tuple((str(v),) for v in declared), stored_as_dirs=True
     )
     place_rows(delta(root / "ds=1", 1), 1, info, rows)
-    full = read_table(root, filter=preds, schema=SCHEMA)
-    pruned = read_table(root, filter=preds, schema=SCHEMA, skews={(("ds", "1"),): info})
+    full = read_path(root, filter=preds, schema=SCHEMA)
+    pruned = read_path(root, filter=preds, schema=SCHEMA, skews={(("ds", "1"),): info})
     assert sorted_rows(pruned) == sorted_rows(full)
 
 
 def test_empty_snapshot_takes_its_columns_from_a_file_in_an_lb_dir(tmp_path: Path) -> None:
     part = tmp_path / "ds=1"
     write_lb_file(delta(part, 1), 1, "x=6", [(6, "a")])
-    t = read_table(part, write_ids="db.t:1:9223372036854775807::1")  # write id 1 aborted
+    t = read_path(part, write_ids="db.t:1:9223372036854775807::1")  # write id 1 aborted
     assert t.num_rows == 0 and t.column_names == ["x", "s", "ds"]

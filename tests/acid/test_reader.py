@@ -1,4 +1,4 @@
-"""``read_table``: deletes, write-id validity, flush lengths, registries, projection,
+"""``read_path``: deletes, write-id validity, flush lengths, registries, projection,
 predicates, partitions, ROW__IDs and errors, on tables written by ``acid.writer``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from acid import bucket_codec
 from acid.directory import get_acid_state
 from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
 from acid.partitions import Partition
-from acid.reader import iter_batches, read_table
+from acid.reader import iter_batches, read_path
 from acid.schema import TableSchema
 from acid.snapshot import ValidTxnList
 from acid.storage import Storage
@@ -47,12 +47,12 @@ def test_invalid_write_ids_and_deletes(tmp_path: Path) -> None:
     write_delete_delta(t, SCHEMA, 4, [(1, B0, 1), (3, B0, 0)])
     write_delete_delta(t, SCHEMA, 5, [(1, B0, 2)])  # open: its deletes do not count
     snap = "db.t:5:5:5:2"
-    assert ids(read_table(t, write_ids=snap)) == [0, 2, 3, 4, 21, 22, 23, 24]
-    assert ids(read_table(t, write_ids=snap, delete_event_cap=0)) == [0, 2, 3, 4, 21, 22, 23, 24]
+    assert ids(read_path(t, write_ids=snap)) == [0, 2, 3, 4, 21, 22, 23, 24]
+    assert ids(read_path(t, write_ids=snap, delete_event_cap=0)) == [0, 2, 3, 4, 21, 22, 23, 24]
     # Everything valid (no list): write id 2 visible, both delete deltas apply.
-    assert ids(read_table(t)) == [0, 3, 4, *range(10, 15), 21, 22, 23, 24]
+    assert ids(read_path(t)) == [0, 3, 4, *range(10, 15), 21, 22, 23, 24]
     # Below the deletes' write ids nothing is deleted.
-    assert ids(read_table(t, write_ids="db.t:3:9223372036854775807::")) == [
+    assert ids(read_path(t, write_ids="db.t:3:9223372036854775807::")) == [
         *range(5),
         *range(10, 15),
         *range(20, 25),
@@ -65,7 +65,7 @@ def test_delete_of_same_write_id_other_statement(tmp_path: Path) -> None:
     write_delta(t, SCHEMA, 1, rows(0, 3))
     write_delete_delta(t, SCHEMA, 2, [(1, B0, 0)], statement_id=0)
     write_delta(t, SCHEMA, 2, [(0, "updated")], bucket_id=0, statement_id=1)
-    got = read_table(t).to_pylist()
+    got = read_path(t).to_pylist()
     assert sorted((r["id"], r["name"]) for r in got) == [(0, "updated"), (1, "n1"), (2, "n2")]
 
 
@@ -77,7 +77,7 @@ def test_row_ids_of_acid_and_original_files(tmp_path: Path) -> None:
         types={"id": pa.int32(), "name": pa.string()},
     )
     write_delta(str(t), SCHEMA, 10000001, rows(0, 2), bucket_id=3, statement_id=2)
-    got = read_table(t, include_row_id=True)
+    got = read_path(t, include_row_id=True)
     assert got.schema.names == ["row__id", "id", "name"]
     assert got.column("row__id").to_pylist() == [
         {"writeid": 0, "bucketid": bucket_codec.encode(1, 0), "rowid": 0},
@@ -94,7 +94,7 @@ def test_raw_delta_from_load_data_gets_the_directory_write_id(tmp_path: Path) ->
         {"id": [1, 2], "name": ["x", "y"]},
         types=ty,
     )
-    got = read_table(tmp_path, include_row_id=True)
+    got = read_path(tmp_path, include_row_id=True)
     assert got.column("row__id").to_pylist() == [
         {"writeid": 5, "bucketid": bucket_codec.encode(2, 1), "rowid": 0},
         {"writeid": 5, "bucketid": bucket_codec.encode(2, 1), "rowid": 1},
@@ -107,15 +107,15 @@ def test_base_and_deltas(tmp_path: Path) -> None:
     write_base(t, SCHEMA, 3, rows(0, 4), visibility_txn_id=30)
     write_delta(t, SCHEMA, 4, rows(10, 2))
     write_delete_delta(t, SCHEMA, 5, [(3, B0, 1)])
-    assert ids(read_table(t)) == [0, 2, 3, 10, 11]
+    assert ids(read_path(t)) == [0, 2, 3, 10, 11]
     # The compactor txn 30 is still open for this reader: its base is invisible (and not
     # even "oldest"), so the reader uses the deltas, which still hold the history.
-    assert ids(read_table(t, txns="100:30:30:")) == [10, 11, 100, 101, 102]
+    assert ids(read_path(t, txns="100:30:30:")) == [10, 11, 100, 101, 102]
     # Write id 2 open for this reader: the visible compacted base_3 is too new.
     from acid.errors import NotEnoughHistoryError
 
     with pytest.raises(NotEnoughHistoryError):
-        read_table(t, write_ids="db.t:5:2:2:")
+        read_path(t, write_ids="db.t:5:2:2:")
 
 
 def test_streaming_file_read_up_to_its_flush_length(tmp_path: Path) -> None:
@@ -125,12 +125,12 @@ def test_streaming_file_read_up_to_its_flush_length(tmp_path: Path) -> None:
     w.insert(1, rows(0, 3))
     w.flush()
     w.insert(2, rows(10, 3))  # written but not flushed: beyond the side file's length
-    assert ids(read_table(tmp_path)) == [0, 1, 2]
+    assert ids(read_path(tmp_path)) == [0, 1, 2]
     w.flush()
-    assert ids(read_table(tmp_path, write_ids="db.t:1:9223372036854775807::")) == [0, 1, 2]
-    assert ids(read_table(tmp_path)) == [0, 1, 2, 10, 11, 12]
+    assert ids(read_path(tmp_path, write_ids="db.t:1:9223372036854775807::")) == [0, 1, 2]
+    assert ids(read_path(tmp_path)) == [0, 1, 2, 10, 11, 12]
     w.close()
-    assert ids(read_table(tmp_path)) == [0, 1, 2, 10, 11, 12]
+    assert ids(read_path(tmp_path)) == [0, 1, 2, 10, 11, 12]
 
 
 def test_corrupt_side_file_is_one_clear_error(tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_corrupt_side_file_is_one_clear_error(tmp_path: Path) -> None:
     (d / "bucket_00000").write_bytes(p.read_bytes())
     write_side_file(d / "bucket_00000", [], raw=b"\x00\x01")
     with pytest.raises(AcidFormatError, match="not a whole number"):
-        read_table(tmp_path)
+        read_path(tmp_path)
 
 
 def _multi_stripe_table(
@@ -175,8 +175,8 @@ def test_sort_merge_fallback_equals_in_memory_registry(tmp_path: Path, seed: int
     import pyarrow.orc as orc
 
     assert orc.ORCFile(str(next(Path(t).glob("delta_0000001_*/bucket_00000")))).nstripes > 1
-    a = read_table(t, include_row_id=True)
-    b = read_table(t, include_row_id=True, delete_event_cap=10)
+    a = read_path(t, include_row_id=True)
+    b = read_path(t, include_row_id=True, delete_event_cap=10)
     assert a.to_pylist() == b.to_pylist()
     got = {(r["writeid"], r["rowid"]) for r in a.column("row__id").to_pylist()}
     assert got == expect and a.num_rows == len(expect)
@@ -205,24 +205,24 @@ def test_sort_merge_loads_only_the_events_of_each_stripe_interval(tmp_path: Path
 def test_projection_and_predicates(tmp_path: Path) -> None:
     t = str(tmp_path)
     write_delta(t, SCHEMA, 1, rows(0, 10))
-    p = read_table(t, columns=["NAME"])
+    p = read_path(t, columns=["NAME"])
     assert p.schema.names == ["name"] and p.num_rows == 10
-    f = read_table(t, columns=["name"], filter=[("id", ">=", 7)])
+    f = read_path(t, columns=["name"], filter=[("id", ">=", 7)])
     assert f.schema.names == ["name"] and f.column("name").to_pylist() == ["n7", "n8", "n9"]
-    e = read_table(t, filter=(pc.field("id") < 2) | (pc.field("name") == "n9"))
+    e = read_path(t, filter=(pc.field("id") < 2) | (pc.field("name") == "n9"))
     assert ids(e) == [0, 1, 9]
-    assert ids(read_table(t, filter=[("id", "in", [3, 4]), ("name", "!=", "n4")])) == [3]
+    assert ids(read_path(t, filter=[("id", "in", [3, 4]), ("name", "!=", "n4")])) == [3]
     with pytest.raises(ConfigError, match="unknown column"):
-        read_table(t, columns=["nope"])
+        read_path(t, columns=["nope"])
     with pytest.raises(ConfigError, match="operator"):
-        read_table(t, filter=[("id", "~", 1)])
+        read_path(t, filter=[("id", "~", 1)])
 
 
 def test_partitioned_table(tmp_path: Path) -> None:
     for day, base in (("2024-01-01", 0), ("2024-01-02", 100)):
         part = tmp_path / f"ds={day}" / "country=a%2Fb"
         write_delta(str(part), SCHEMA, 1, rows(base, 2))
-    got = read_table(tmp_path)
+    got = read_path(tmp_path)
     assert got.schema.names == ["id", "name", "ds", "country"]
     assert sorted((r["id"], r["ds"], r["country"]) for r in got.to_pylist()) == [
         (0, "2024-01-01", "a/b"),
@@ -230,9 +230,9 @@ def test_partitioned_table(tmp_path: Path) -> None:
         (100, "2024-01-02", "a/b"),
         (101, "2024-01-02", "a/b"),
     ]
-    one = read_table(tmp_path / "ds=2024-01-02" / "country=a%2Fb", columns=["id", "ds"])
+    one = read_path(tmp_path / "ds=2024-01-02" / "country=a%2Fb", columns=["id", "ds"])
     assert one.to_pylist() == [{"id": 100, "ds": "2024-01-02"}, {"id": 101, "ds": "2024-01-02"}]
-    assert ids(read_table(tmp_path, filter=[("ds", "=", "2024-01-01")])) == [0, 1]
+    assert ids(read_path(tmp_path, filter=[("ds", "=", "2024-01-01")])) == [0, 1]
 
 
 def test_iter_batches_yields_the_same_rows(tmp_path: Path) -> None:
@@ -241,12 +241,12 @@ def test_iter_batches_yields_the_same_rows(tmp_path: Path) -> None:
     write_delta(t, SCHEMA, 2, rows(3, 3))
     batches = list(iter_batches(t))
     assert len(batches) == 2
-    assert pa.concat_tables(batches).to_pylist() == read_table(t).to_pylist()
+    assert pa.concat_tables(batches).to_pylist() == read_path(t).to_pylist()
 
 
 def test_errors(tmp_path: Path) -> None:
     with pytest.raises(TableNotFoundError):
-        read_table(tmp_path / "missing")
+        read_path(tmp_path / "missing")
     ty = {"id": pa.int32(), "name": pa.string()}
     write_original(
         tmp_path / "delete_delta_0000002_0000002_0000" / "bucket_00000",
@@ -255,7 +255,7 @@ def test_errors(tmp_path: Path) -> None:
     )
     write_delta(str(tmp_path), SCHEMA, 1, rows(0, 1))
     with pytest.raises(AcidFormatError, match=r"hive\.acid\.version"):
-        read_table(tmp_path)
+        read_path(tmp_path)
 
 
 def test_delete_event_in_wrong_bucket_file_is_rejected(tmp_path: Path) -> None:
@@ -264,7 +264,7 @@ def test_delete_event_in_wrong_bucket_file_is_rejected(tmp_path: Path) -> None:
     (p,) = write_delete_delta(t, SCHEMA, 2, [(1, bucket_codec.encode(1, 0), 0)])
     Path(p).rename(Path(p).with_name("bucket_00000"))
     with pytest.raises(AcidFormatError, match="different bucket ids"):
-        read_table(t)
+        read_path(t)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,22 +403,22 @@ def test_fast_paths_equal_sort_merge_and_brute_force(
     t, keys, snaps = _mixed_table(tmp_path, seed)
     for snap in snaps:
         expect = _expected(tmp_path, keys, snap)
-        with_ids = read_table(t, write_ids=snap, include_row_id=True)
+        with_ids = read_path(t, write_ids=snap, include_row_id=True)
         assert _row_ids(with_ids) == expect
-        merged = read_table(t, write_ids=snap, include_row_id=True, delete_event_cap=0)
+        merged = read_path(t, write_ids=snap, include_row_id=True, delete_event_cap=0)
         assert with_ids.to_pylist() == merged.to_pylist()
         # Without ROW__ID (the fast path), the same rows in the same order.
-        fast = read_table(t, write_ids=snap)
+        fast = read_path(t, write_ids=snap)
         assert fast.to_pylist() == with_ids.drop_columns(["row__id"]).to_pylist()
-        assert fast.to_pylist() == read_table(t, write_ids=snap, delete_event_cap=0).to_pylist()
+        assert fast.to_pylist() == read_path(t, write_ids=snap, delete_event_cap=0).to_pylist()
         # Projection and predicates on top.
-        proj = read_table(t, write_ids=snap, columns=["name"], filter=[("id", ">=", 3000)])
+        proj = read_path(t, write_ids=snap, columns=["name"], filter=[("id", ">=", 3000)])
         assert proj.column("name").to_pylist() == [
             r["name"] for r in fast.to_pylist() if r["id"] >= 3000
         ]
         # One thread gives the same table.
         monkeypatch.setattr(reader, "READ_THREADS", 1)
-        assert read_table(t, write_ids=snap).to_pylist() == fast.to_pylist()
+        assert read_path(t, write_ids=snap).to_pylist() == fast.to_pylist()
         monkeypatch.setattr(reader, "READ_THREADS", 3)
         monkeypatch.setattr(reader, "THREADED_READ_MIN_AVG_BYTES", 0)  # threads for small files
         batches = list(iter_batches(t, write_ids=snap))
@@ -439,11 +439,11 @@ def test_fast_path_on_original_files_equals_sort_merge(tmp_path: Path) -> None:
     b1 = bucket_codec.encode(1, 0)
     dels = [(0, B0, 0), (0, B0, 49), (0, B0, 50), (0, B0, 79), (0, B0, 80), (0, b1, 3)]
     write_delete_delta(str(tmp_path), SCHEMA, 1, dels)
-    got = read_table(tmp_path)
+    got = read_path(tmp_path)
     # Row ids run on across same-bucket files: 0..49 in 000000_0, 50..79 in its copy.
     assert ids(got) == [i for i in range(90) if i not in (0, 49, 50, 79, 83)]
-    assert got.to_pylist() == read_table(tmp_path, delete_event_cap=0).to_pylist()
-    with_ids = read_table(tmp_path, include_row_id=True)
+    assert got.to_pylist() == read_path(tmp_path, delete_event_cap=0).to_pylist()
+    with_ids = read_path(tmp_path, include_row_id=True)
     assert with_ids.drop_columns(["row__id"]).to_pylist() == got.to_pylist()
 
 
@@ -542,7 +542,7 @@ def test_filter_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:
 
     write_delta(str(tmp_path), TableSchema.parse("id int, name string"), 1, [(1, "a")])
     with pytest.raises(ConfigError, match="cannot apply the filter"):
-        read_table(tmp_path, filter=[("name", ">", 3)])
+        read_path(tmp_path, filter=[("name", ">", 3)])
 
 
 def test_multi_stripe_files_stream_stripe_by_stripe(tmp_path: Path) -> None:
@@ -600,7 +600,7 @@ def test_partition_directories_are_decoded_by_the_partition_name_codec(tmp_path:
         (("ds", "2024-01-01"), ("c", "a/b:c%")),
     }
     assert DEFAULT_PARTITION_NAME in next(iter(n for n, i in names.items() if i == 2))
-    got = {r["id"]: (r["ds"], r["c"]) for r in read_table(tmp_path).to_pylist()}
+    got = {r["id"]: (r["ds"], r["c"]) for r in read_path(tmp_path).to_pylist()}
     assert got == {1: ("2024-01-01", "a/b:c%"), 2: ("2024-01-01", None)}
     leaf = next(iter(names))
     assert partition_values_of_path(f"{root}/{leaf}") == (("ds", "2024-01-01"), ("c", "a/b:c%"))

@@ -18,7 +18,7 @@ import pyorc
 import pytest
 
 from acid.errors import AcidFormatError
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from acid.side_file import decode_flush_lengths
 from acid.storage import Storage
@@ -104,12 +104,12 @@ def test_full_hive_range_round_trips(
     tmp_path: Path, engine: str, streaming: bool, via: str
 ) -> None:
     _write(tmp_path, engine, streaming=streaming, via=via)
-    t = read_table(tmp_path)
+    t = read_path(tmp_path)
     assert t.schema.field("ts").type == pa.timestamp("us")
     assert t.schema.field("d").type == pa.date32()
     assert [tuple(r.values()) for r in t.to_pylist()] == ROWS
     # A projection without the wide timestamps takes pyarrow's fast path and agrees.
-    assert read_table(tmp_path, columns=["id", "d"]).to_pylist() == [
+    assert read_path(tmp_path, columns=["id", "d"]).to_pylist() == [
         {"id": r[0], "d": r[2]} for r in ROWS
     ]
 
@@ -126,7 +126,7 @@ def test_fast_path_batches_share_one_encoder_and_exact_ones_add_pieces(tmp_path:
     assert _stripes(Path(w.path)) == 1  # one pyarrow writer, never stitched
     # Fast, exact, fast, exact, fast: five runs, each its own piece (and stripe).
     assert _stripes(_write(tmp_path / "mixed", "arrow", streaming=False, via="arrow")) == 5
-    assert [tuple(r.values()) for r in read_table(tmp_path / "mixed").to_pylist()] == ROWS
+    assert [tuple(r.values()) for r in read_path(tmp_path / "mixed").to_pylist()] == ROWS
 
 
 NS_SCHEMA = TableSchema.parse("id int, ts timestamp, tss array<timestamp>")
@@ -159,12 +159,12 @@ def test_arrow_engine_writes_nanosecond_input_exactly(tmp_path: Path, streaming:
             w.flush()
         w.insert_arrow(1, _ns_table([2, 3]))
     ids = [4, 0, 1, 2, 3]
-    ns = read_table(tmp_path, timestamp_unit="ns")
+    ns = read_path(tmp_path, timestamp_unit="ns")
     assert ns.column("ts").cast(pa.int64()).to_pylist() == [NS_VALUES[i] for i in ids]
     tss = ns.column("tss").to_pylist()
     want = [[pa.scalar(NS_VALUES[i], pa.timestamp("ns")).as_py()] for i in ids]
     assert tss == want
-    us = read_table(tmp_path).column("ts").cast(pa.int64()).to_pylist()
+    us = read_path(tmp_path).column("ts").cast(pa.int64()).to_pylist()
     assert us == [None if NS_VALUES[i] is None else NS_VALUES[i] // 1000 for i in ids]
 
 
@@ -176,14 +176,14 @@ def test_nanosecond_unit_is_exact_in_range_and_refuses_out_of_range(tmp_path: Pa
     path = f"{root}/delta_0000001_0000001_0000/bucket_00000"
     with AcidFileWriter(storage, path, schema, kind="insert", bucket_id=0, engine="pyorc") as w:
         w.insert(1, [(1, value), (2, pd.Timestamp("1969-12-31 23:59:58.999999999"))])
-    ns = read_table(tmp_path, timestamp_unit="ns").column("ts").cast(pa.int64()).to_pylist()
+    ns = read_path(tmp_path, timestamp_unit="ns").column("ts").cast(pa.int64()).to_pylist()
     assert ns == [value.value, -1_000_000_001]
-    us = read_table(tmp_path).column("ts").cast(pa.int64()).to_pylist()
+    us = read_path(tmp_path).column("ts").cast(pa.int64()).to_pylist()
     assert us == [value.value // 1000, -1_000_001]  # floored, as Spark reads Hive's nanoseconds
     wide = tmp_path / "wide"
     _write(wide, "arrow", streaming=False)
     with pytest.raises(AcidFormatError, match="timestamp_unit='us'"):
-        read_table(wide, timestamp_unit="ns")
+        read_path(wide, timestamp_unit="ns")
 
 
 # ------------------------------------------------------------------- ORC Java
@@ -335,5 +335,5 @@ def test_exact_path_takes_nested_and_sliced_arrow_input(tmp_path: Path) -> None:
         w.insert_arrow(1, table.slice(0, 1))  # fast path
         w.insert_arrow(1, table.slice(1))  # sliced children with nulls: the exact path
         w.flush()
-    got = read_table(tmp_path).to_pylist()
+    got = read_path(tmp_path).to_pylist()
     assert got == [{**r, "m": None if r["m"] is None else list(r["m"])} for r in rows]

@@ -372,9 +372,9 @@ def test_null_structs_keep_later_values_in_place(tmp_path: Path, engine: str, vi
             w.insert(1, rows)
     got = [tuple(e[5]) for e in pyorc.Reader(io.BytesIO(Path(path).read_bytes()))]
     assert [(g[0], g[1], g[2], g[3]) for g in got] == [(r[0], r[1], r[2], r[3]) for r in rows]
-    from acid.reader import read_table
+    from acid.reader import read_path
 
-    back = read_table(tmp_path).to_pylist()
+    back = read_path(tmp_path).to_pylist()
     assert [(b["id"], None if b["st"] is None else (b["st"]["x"], b["st"]["y"])) for b in back] == [
         (r[0], r[1]) for r in rows
     ]

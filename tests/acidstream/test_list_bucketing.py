@@ -11,7 +11,7 @@ import pytest
 import acidstream
 from acid.errors import AcidFormatError
 from acid.list_bucketing import DEFAULT_DIR_NAME
-from acid.reader import read_table
+from acid.reader import read_path
 from acidstream.cli.main import main
 from ingest.connection import StreamingConnection
 from ingest.record_writers import StrictJsonWriter
@@ -69,7 +69,7 @@ def test_read_by_name_prunes_with_each_partitions_own_skew(
     assert rows(acidstream.read_table(str(loc), filter=[("x", "=", 6)], **kw)) == want6
     # The acid reader of a bare location, with no catalog, reads every directory.
     with pytest.raises(AcidFormatError):
-        read_table(str(loc), filter=[("x", "=", 6)])
+        read_path(str(loc), filter=[("x", "=", 6)])
     # x = 7 needs the default directories: the read opens them and fails.
     with pytest.raises(AcidFormatError):
         acidstream.read_table("default.t", filter=[("x", "=", 7)], **kw)

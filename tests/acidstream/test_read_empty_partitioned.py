@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import acidstream
-from acid.reader import read_table as read_path
+from acid.reader import read_path
 from acidstream.cli.main import main
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from acid.reader import read_table
+from acid.reader import read_path
 from recovery.fsck import FsckReport, fsck_table
 from recovery.repair import RepairReport, repair_table
 from tests.chaos.child import EXIT_STORAGE, EXIT_TXN_ABORTED, RESUME_KEY
@@ -271,7 +271,7 @@ def snapshot_ids(store: TxnStore, table: TableDef) -> list[int]:
         storage, root = Storage.for_path(table.location)
         if not storage.exists(root):
             return []  # nothing written yet
-        t: pa.Table = read_table(table.location, write_ids=wids, txns=txns, schema=table.schema)
+        t: pa.Table = read_path(table.location, write_ids=wids, txns=txns, schema=table.schema)
         return [int(x) for x in t.column("id").to_pylist()]
     finally:
         store.commit_txn(txn)

@@ -111,7 +111,7 @@ def test_snapshot_check_sees_uncommitted_rows(tmp_path: Path) -> None:
     """The invariant checker is not vacuous: after a writer is killed with uncommitted rows
     behind a flushed footer, a read that ignores the snapshot shows them, and
     :func:`check_snapshot` rejects it; the metastore's snapshot passes."""
-    from acid.reader import read_table
+    from acid.reader import read_path
     from tests.chaos.harness import snapshot_ids
 
     with backend_url("sqlite", str(tmp_path)) as url:
@@ -125,7 +125,7 @@ def test_snapshot_check_sees_uncommitted_rows(tmp_path: Path) -> None:
             assert code == -signal.SIGKILL, err
             n = committed_next(store, t)
             assert n == 40
-            everything = read_table(t.location or "", schema=t.schema).column("id").to_pylist()
+            everything = read_path(t.location or "", schema=t.schema).column("id").to_pylist()
             assert len(everything) > n  # the killed txn's auto-flushed rows are on disk
             with pytest.raises(InvariantViolation, match="uncommitted or aborted"):
                 check_snapshot(everything, n, n, "self-test")

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from acid import bucket_codec, layout
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from acid.storage import Storage
 from acid.writer import AcidFileWriter, write_delete_delta, write_delta
@@ -183,7 +183,7 @@ class Tbl:
         """What a new reader sees now (the store's snapshot), sorted by ROW__ID."""
         txns = self.store.get_valid_txns()
         wids = self.store.get_valid_write_ids(self.table.db, self.table.name, txns)
-        t = read_table(
+        t = read_path(
             self.dir(partition),
             write_ids=wids,
             txns=txns,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acid.reader import read_table
+from acid.reader import read_path
 from compaction import Cleaner, Worker
 from tests.compaction.conftest import MakeTbl, b0, rows, sort_rows
 from tests.plugins.store_fixture import FakeClock
@@ -26,7 +26,7 @@ def test_slow_reader_keeps_its_files_until_its_txn_ends(store: TxnStore, make_tb
     reader_txn = store.open_txns(1, user="reader", host="h")[0]
     txns = store.get_valid_txns(reader_txn)
     wids = store.get_valid_write_ids("default", "t", txns)
-    expected = sort_rows(read_table(t.dir(), write_ids=wids, txns=txns, include_row_id=True))
+    expected = sort_rows(read_path(t.dir(), write_ids=wids, txns=txns, include_row_id=True))
     old_dirs = _dirs(t.dir())
 
     q = CompactionQueue(store)
@@ -41,7 +41,7 @@ def test_slow_reader_keeps_its_files_until_its_txn_ends(store: TxnStore, make_tb
 
     # The reader reads now, after the cleaner ran: same rows, from the old files (the new
     # base is invisible to it: its visibility txn was open in the reader's snapshot).
-    got = sort_rows(read_table(t.dir(), write_ids=wids, txns=txns, include_row_id=True))
+    got = sort_rows(read_path(t.dir(), write_ids=wids, txns=txns, include_row_id=True))
     assert got.equals(expected)
 
     store.commit_txn(reader_txn)
@@ -67,7 +67,7 @@ def test_reader_that_began_after_the_commit_does_not_hold_the_cleaner(
     assert [c.id for c in Cleaner(store, queue=q).run_once()] == [out.id]
     txns = store.get_valid_txns(later)
     wids = store.get_valid_write_ids("default", "t", txns)
-    assert read_table(t.dir(), write_ids=wids, txns=txns).num_rows == 20
+    assert read_path(t.dir(), write_ids=wids, txns=txns).num_rows == 20
 
 
 def test_no_cleanup_table_is_refused_and_left_alone(store: TxnStore, make_tbl: MakeTbl) -> None:

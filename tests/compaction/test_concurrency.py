@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from acid import faults
-from acid.reader import read_table
+from acid.reader import read_path
 from compaction import Compactor, CompactorConfig
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictDelimitedInputWriter
@@ -89,7 +89,7 @@ def test_writers_and_readers_while_the_compactor_loops(
                 want = sorted(i for x, ids in known.items() if txns.is_txn_valid(x) for i in ids)
                 ids: list[int] = []
                 if os.path.isdir(location):  # made by the first write
-                    got = read_table(
+                    got = read_path(
                         location, write_ids=wids, txns=txns, columns=["id"], schema=t.schema
                     )
                     ids = sorted(got.column("id").to_pylist())
@@ -158,7 +158,7 @@ def test_writers_and_readers_while_the_compactor_loops(
     assert len([o for o in outcomes if ":r:" in o]) >= 2, outcomes
     txns = store.get_valid_txns()
     wids = store.get_valid_write_ids("default", "t", txns)
-    final = sorted(read_table(location, write_ids=wids, txns=txns).column("id").to_pylist())
+    final = sorted(read_path(location, write_ids=wids, txns=txns).column("id").to_pylist())
     expected = sorted(
         w * 1_000_000 + k * 1000 + i
         for w in range(WRITERS)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 
 from acid.list_bucketing import DEFAULT_DIR_NAME
-from acid.reader import read_table
+from acid.reader import read_path
 from compaction import Worker
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictJsonWriter
@@ -52,7 +52,7 @@ def read(store: TxnStore, t: TableDef) -> dict[tuple[int, int, int], tuple[Any, 
     """ROW__ID -> (x, s) of every visible row of p=a."""
     txns = store.get_valid_txns()
     wids = store.get_valid_write_ids(t.db, t.name, txns)
-    got = read_table(
+    got = read_path(
         f"{t.location}/p=a", write_ids=wids, txns=txns, include_row_id=True, schema=t.schema
     )
     rid = got.column("row__id").combine_chunks()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from acid.reader import read_table
+from acid.reader import read_path
 from acid.schema import TableSchema
 from txn.catalog import TableDef
 from txn.store import TxnStore
@@ -59,4 +59,4 @@ def snapshot_read(store: TxnStore, table: TableDef, **kw: object) -> pa.Table:
     wids = store.get_valid_write_ids(table.db, table.name, txns)
     assert table.location is not None
     kw.setdefault("schema", table.schema)
-    return read_table(table.location, write_ids=wids, txns=txns, **kw)  # type: ignore[arg-type]
+    return read_path(table.location, write_ids=wids, txns=txns, **kw)  # type: ignore[arg-type]

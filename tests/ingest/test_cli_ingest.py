@@ -70,9 +70,9 @@ def _ids(wh: Path) -> list[int]:
     store = StoreConfig.resolve(warehouse=str(wh)).open()
     try:
         t = store.get_table("default", "t")
-        from acid.reader import read_table
+        from acid.reader import read_path
 
-        data = read_table(t.location or "", write_ids=store.get_valid_write_ids("default", "t", store.get_valid_txns()),
+        data = read_path(t.location or "", write_ids=store.get_valid_write_ids("default", "t", store.get_valid_txns()),
                           txns=store.get_valid_txns(), schema=t.schema)  # fmt: skip
     finally:
         store.close()

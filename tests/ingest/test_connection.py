@@ -75,9 +75,9 @@ def test_batch_with_interleaved_commits_and_aborts_reads_back_at_every_snapshot(
     assert stats.records_written == sum(10 + k for k in range(7))
     # Every earlier snapshot still reads the same rows after the batch is closed.
     for expect, wids in snapshots:
-        from acid.reader import read_table
+        from acid.reader import read_path
 
-        got = read_table(t.location or "", write_ids=wids, txns=None, columns=["id"])
+        got = read_path(t.location or "", write_ids=wids, txns=None, columns=["id"])
         assert sorted(got.column("id").to_pylist()) == sorted(expect)
     # One delta per batch: write ids 1..5 then 6..10.
     deltas = sorted(p.name for p in Path(t.location or "").iterdir() if p.name.startswith("delta_"))

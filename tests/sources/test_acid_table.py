@@ -16,7 +16,7 @@ import pytest
 
 from acid import faults
 from acid.errors import AcidStreamError, ConfigError
-from acid.reader import read_table
+from acid.reader import read_path
 from compaction.cleaner import Cleaner
 from compaction.worker import Worker
 from sources.acid_table import AcidReadTxn, AcidTableSource, AcidTableStreamReader
@@ -615,7 +615,7 @@ def test_every_corpus_case_reads_through_spark_as_expected(
         expect = s["expect"]
         if "row_count" in expect:
             assert len(got) == expect["row_count"], name
-        py = read_table(table, write_ids=wids, include_row_id=True)
+        py = read_path(table, write_ids=wids, include_row_id=True)
         key = [c for c in py.schema.names if c != "row__id"]
         # The same rows as the Python reader, whose results test_corpus checks in full.
         assert sorted(got, key=lambda x: json.dumps(x, default=str, sort_keys=True)) == sorted(
