@@ -9,6 +9,10 @@ The names a user needs, in one place::
         conn.write(b'{"id": 1}')
         conn.commit_transaction()
 
+    t = acidstream.table("db.events")
+    with t.snapshot():  # one snapshot for every read in the block
+        rows = t.read(columns=["id"], filter=[("id", ">", 0)])
+
 Names are resolved on first use, so ``import acidstream`` (and the ``acidstream`` command)
 stays fast and reads nothing.
 """
@@ -29,7 +33,13 @@ _EXPORTS = {
     "AcidSink": "sinks.foreach_batch",
     "SinkOptions": "sinks.foreach_batch",
     "open_store": "txn.store",
-    "read_table": "acidstream.snapshot_read",
+    "read_table": "acidstream.table_handle",
+    "table": "acidstream.table_handle",
+    "Table": "acidstream.table_handle",
+    "ReadOptions": "acidstream.read_options",
+    "TableDef": "txn.catalog",
+    "AcidTableSource": "sources.acid_table",
+    "AcidReadTxn": "sources.acid_table_txn",
     "AcidStreamError": "acid.errors",
     "ConfigError": "acid.errors",
     "SerializationError": "acid.errors",
@@ -45,14 +55,17 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AcidReadTxn",
     "AcidSink",
     "AcidStreamError",
+    "AcidTableSource",
     "CommitConflictError",
     "CommitStateUnknownError",
     "ConfigError",
     "LinkReadOnlyError",
     "LockTimeoutError",
     "NamespaceError",
+    "ReadOptions",
     "SerializationError",
     "SinkOptions",
     "StorageError",
@@ -61,12 +74,15 @@ __all__ = [
     "StrictDelimitedInputWriter",
     "StrictJsonWriter",
     "StrictRegexWriter",
+    "Table",
+    "TableDef",
     "TableNotFoundError",
     "TransactionError",
     "TxnAbortedError",
     "__version__",
     "open_store",
     "read_table",
+    "table",
 ]
 
 if TYPE_CHECKING:
@@ -84,7 +100,8 @@ if TYPE_CHECKING:
         TransactionError,
         TxnAbortedError,
     )
-    from acidstream.snapshot_read import read_table
+    from acidstream.read_options import ReadOptions
+    from acidstream.table_handle import Table, read_table, table
     from ingest.connection import StreamingConnection, StreamingOptions
     from ingest.record_writers import (
         StrictDelimitedInputWriter,
@@ -92,6 +109,9 @@ if TYPE_CHECKING:
         StrictRegexWriter,
     )
     from sinks.foreach_batch import AcidSink, SinkOptions
+    from sources.acid_table import AcidTableSource
+    from sources.acid_table_txn import AcidReadTxn
+    from txn.catalog import TableDef
     from txn.store import open_store
 
 

@@ -1,6 +1,6 @@
 """Snapshot reads by table name or path, with the snapshot a Hive reader would take.
 
-``acid.reader.read_table(path)`` reads files with whatever snapshot it is given, and
+``acid.reader.read_path(path)`` reads files with whatever snapshot it is given, and
 "everything valid" without one: after an abort or a ``kill -9``, aborted and uncommitted
 rows then show. This module gives the user-facing read (``acidstream.read_table`` and
 ``acidstream read``) the right snapshot: for a ``db.table`` name, and for a path that is a
@@ -10,6 +10,7 @@ other path a one-line :class:`NoSnapshotWarning` says that no snapshot was given
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -315,16 +316,24 @@ def scan_table(
     columns: Sequence[str] | None = None,
     include_row_id: bool = False,
     namespace: str | None = None,
+    as_of_write_id: int | None = None,
     **kwargs: Any,
 ) -> tuple[pa.Schema, Iterator[pa.Table]]:
     """The output schema and the batches of a snapshot read (see :func:`read_table`).
-    A catalog table nothing was written to yet (no directory) reads as zero rows."""
+    A catalog table nothing was written to yet (no directory) reads as zero rows.
+    ``as_of_write_id``: the snapshot as it was when that was the table's last write id.
+
+    Raises:
+        ConfigError: an ``as_of_write_id`` beyond the snapshot's last write id.
+    """
     t = resolve(
         name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns,
         namespace=namespace, lease=True,
     )  # fmt: skip
     try:
         _warn_if_no_snapshot(t)
+        if as_of_write_id is not None:
+            t = dataclasses.replace(t, write_ids=_capped(t, as_of_write_id))
         if t.skews:
             kwargs.setdefault("skews", t.skews)
         if t.schema is not None:
@@ -339,11 +348,27 @@ def scan_table(
     return s.schema, leased(s.batches, t.lease)
 
 
+def _capped(t: ReadTarget, as_of_write_id: int) -> ValidWriteIdList:
+    """``t``'s write ids as they were when ``as_of_write_id`` was the last (time travel);
+    a path no metastore knows has every write id valid, so any is in its past."""
+    wids = t.write_ids
+    if wids is None:
+        return ValidWriteIdList().capped(as_of_write_id)
+    if isinstance(wids, str):
+        wids = ValidWriteIdList.from_string(wids)
+    if as_of_write_id > wids.high_watermark:
+        raise ConfigError(
+            f"as_of_write_id {as_of_write_id} is in the future for {t.source} "
+            f"(its highest write id is {wids.high_watermark})"
+        )
+    return wids.capped(as_of_write_id)
+
+
 def read_table(name_or_path: str, **kwargs: Any) -> pa.Table:
     """Read a table (``db.table``), partition or path with the snapshot a Hive reader
     would take: the keyword arguments of :func:`scan_table` (``metastore``, ``warehouse``,
     ``write_ids``/``txns`` to override the snapshot, ``columns``, ``include_row_id``) and
-    of :func:`acid.reader.read_table` (``filter``, ``timestamp_unit``...)."""
+    of :func:`acid.reader.read_path` (``filter``, ``timestamp_unit``...)."""
     schema, batches = scan_table(name_or_path, **kwargs)
     tables = [pa.table(b) if isinstance(b, pa.RecordBatch) else b for b in batches]
     return pa.concat_tables(tables) if tables else schema.empty_table()
