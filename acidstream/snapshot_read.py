@@ -41,7 +41,6 @@ __all__ = [
     "ReadTarget",
     "find_registered",
     "iter_table_batches",
-    "read_table",
     "resolve",
     "scan_location",
     "scan_table",
@@ -319,7 +318,8 @@ def scan_table(
     as_of_write_id: int | None = None,
     **kwargs: Any,
 ) -> tuple[pa.Schema, Iterator[pa.Table]]:
-    """The output schema and the batches of a snapshot read (see :func:`read_table`).
+    """The output schema and the batches of a snapshot read (``acidstream.read_table``):
+    ``kwargs`` are :func:`acid.reader.read_path`'s (``filter``, ``timestamp_unit``...).
     A catalog table nothing was written to yet (no directory) reads as zero rows.
     ``as_of_write_id``: the snapshot as it was when that was the table's last write id.
 
@@ -364,19 +364,10 @@ def _capped(t: ReadTarget, as_of_write_id: int) -> ValidWriteIdList:
     return wids.capped(as_of_write_id)
 
 
-def read_table(name_or_path: str, **kwargs: Any) -> pa.Table:
-    """Read a table (``db.table``), partition or path with the snapshot a Hive reader
-    would take: the keyword arguments of :func:`scan_table` (``metastore``, ``warehouse``,
-    ``write_ids``/``txns`` to override the snapshot, ``columns``, ``include_row_id``) and
-    of :func:`acid.reader.read_path` (``filter``, ``timestamp_unit``...)."""
-    schema, batches = scan_table(name_or_path, **kwargs)
-    tables = [pa.table(b) if isinstance(b, pa.RecordBatch) else b for b in batches]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
 def iter_table_batches(name_or_path: str, **kwargs: Any) -> Iterator[pa.Table]:
-    """:func:`read_table` in batches (memory bounded by a batch, not the table); the same
-    keyword arguments."""
+    """The batches of :func:`scan_table` (memory bounded by a batch, not the table); the
+    same keyword arguments. ``acidstream.read_table`` and ``Table.read``/``scan`` are the
+    typed reads built on it."""
     _schema, batches = scan_table(name_or_path, **kwargs)
     yield from batches
 
@@ -389,7 +380,7 @@ def scan_location(
     **kwargs: Any,
 ) -> Scan:
     """The scan of a catalog table's location (or a path), the one way every by-name read
-    (``read_table``, ``acidstream read``, ``run-kafka``'s summary) reads: ``partition_keys``
+    (``acidstream.read_table``, ``acidstream read``, ``run-kafka``'s summary) reads: ``partition_keys``
     (the catalog's) are columns of the result whether or not a partition directory exists,
     and a location not created yet (nothing written) reads as zero rows with the catalog's
     columns when ``schema`` is given. ``partitions``, ``kwargs``: those of

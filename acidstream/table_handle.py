@@ -282,8 +282,7 @@ class Table:
         """
         opts = self._options(options, columns=columns, filter=filter, as_of_write_id=as_of_write_id)
         schema, batches = self._scan(opts)
-        tables = [t for t in batches if t.num_rows]
-        return pa.concat_tables(tables) if tables else schema.empty_table()
+        return _concat(schema, batches)
 
     def scan(
         self,
@@ -362,10 +361,19 @@ class Table:
         return f"Table({self._name!r}, metastore={self._config.metastore_url!r})"
 
 
-def _record_batches(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
+def _concat(schema: pa.Schema, batches: Iterator[pa.Table | pa.RecordBatch]) -> pa.Table:
+    tables = [pa.table(b) if isinstance(b, pa.RecordBatch) else b for b in batches]
+    tables = [t for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _record_batches(tables: Iterator[pa.Table | pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     try:
         for t in tables:
-            yield from t.to_batches()
+            if isinstance(t, pa.RecordBatch):
+                yield t
+            else:
+                yield from t.to_batches()
     finally:
         close = getattr(tables, "close", None)
         if close is not None:
@@ -497,5 +505,4 @@ def read_table(
         include_row_id=opts.include_row_id,
         timestamp_unit=opts.timestamp_unit,
     )
-    tables = [t for t in batches if t.num_rows]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    return _concat(schema, batches)

@@ -15,7 +15,7 @@ import pytest
 import acid
 import acidstream
 from acid.errors import ConfigError, TableNotFoundError, TransactionError
-from acidstream import ReadOptions, Table
+from acidstream import ReadOptions, Table, snapshot_read
 from compaction import Cleaner, Worker
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_writers import StrictJsonWriter
@@ -252,8 +252,10 @@ def test_one_read_table_by_name_or_path(events: Table, store_url: str, warehouse
     assert acidstream.read_table("t", options=opts, **kw).to_pydict() == {"id": [5, 6, 7, 8, 9]}
     with pytest.raises(ConfigError, match="not both"):
         acidstream.read_table("t", options=opts, columns=["id"], **kw)
-    # The path-level reader no longer shares the name: it is acid.read_path.
+    # The path-level reader no longer shares the name: it is acid.read_path; and the
+    # untyped snapshot_read.read_table is gone: the facade's is the one read_table.
     assert not hasattr(acid, "read_table") and callable(acid.read_path)
+    assert not hasattr(snapshot_read, "read_table")
 
 
 def test_table_names_are_in_the_facade() -> None:

@@ -141,7 +141,7 @@ def read_by_name(run: AdminRun, when: str) -> Counter[tuple[Any, ...]] | None:
     """The table read by name with the metastore's snapshot, as a user reads it; ``None``
     when the read refuses typed because of the deliberately torn side file."""
     from acid.errors import AcidStreamError
-    from acidstream.snapshot_read import read_table
+    from acidstream import read_table
 
     try:
         t = read_table(f"default.{TABLE}", metastore=run.store_url, warehouse=run.warehouse)

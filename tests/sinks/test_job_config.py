@@ -115,7 +115,7 @@ def test_compaction_auto_keeps_the_job_table_compacted(tmp_path: Path) -> None:
         finally:
             services.stop()
         assert any(s in ("ready for cleaning", "succeeded") for s in states), states
-        from acidstream.snapshot_read import read_table
+        from acidstream import read_table
 
         got = read_table("default.events", warehouse=cfg.warehouse)
         assert sorted(got.column("id").to_pylist()) == list(range(12))
