@@ -255,6 +255,22 @@ def _case_variants(ch: str) -> str:
     return "".join(re.escape(c) if c.isascii() else f"\\x{{{ord(c):x}}}" for c in others)
 
 
+def _suspect_pattern(names: Sequence[str], columns: Sequence[tuple[str, HiveType]]) -> str:
+    """RE2: what sends a record to the row path: a suspect key (:func:`_suspect_key_pattern`)
+    or a decimal column's value written with an exponent.
+
+    pyarrow.json reads ``9.7e21`` into the wide decimal type without an overflow check: the
+    value wraps around (``52550160.26`` for a ``decimal(10,2)``, or a rounding error), where
+    the row rule refuses it as out of range. Such values are rare; the row path decides them.
+    """
+    keys = _suspect_key_pattern(names)
+    decimals = [re.escape(n) for n, t in columns if t.kind == "decimal"]
+    if not decimals:
+        return keys
+    exponent = rf'"(?:{"|".join(decimals)})"\s*:\s*-?[0-9]*\.?[0-9]*[eE]'
+    return f"(?:{keys})|(?:{exponent})"
+
+
 def _suspect_key_pattern(names: Sequence[str]) -> str:
     """RE2: a quoted text that lower-cases to a column name without being it, a ``_colN``
     key, or a key written with escapes; such records take the row path."""
@@ -292,7 +308,8 @@ class _BoundJson:
     read_schema: pa.Schema | None
     suspect_keys: str
     #: Whether a block without escapes, NaN or Infinity may skip the suspect-key regex by
-    #: reading with unknown keys refused (no column is named like Hive's ``_colN``).
+    #: reading with unknown keys refused (no column is named like Hive's ``_colN``, and no
+    #: decimal column: the regex also finds their exponent values).
     strict_keys: bool
     #: Set once a block held keys the table does not have: later blocks go straight to
     #: the regex check (the refused read would fail each time).
@@ -581,7 +598,8 @@ class StrictJsonWriter:
             max_record_bytes=self.max_record_bytes,
             arrow_schema=block_schema(schema),
             read_schema=read_schema,
-            suspect_keys=_suspect_key_pattern(names),
-            strict_keys=not any(_HIVE_COL.fullmatch(n) for n in names),
+            suspect_keys=_suspect_pattern(names, schema.columns),
+            strict_keys=not any(_HIVE_COL.fullmatch(n) for n in names)
+            and not any(t.kind == "decimal" for _, t in schema.columns),
             seen_extra_keys=_Flag(),
         )

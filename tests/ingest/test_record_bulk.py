@@ -7,6 +7,7 @@ same lines rejected (with the same error class and message).
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 from collections.abc import Sequence
@@ -350,6 +351,24 @@ def test_decimal_rounding_in_bulk_matches_rows() -> None:
     assert [i for i, _ in delimited.rejected] == [3, 4]
     json_lines = [f'{{"x": {v}}}'.encode() for v in values]
     assert_same(StrictJsonWriter().bind(schema), json_lines)
+
+
+def test_json_decimal_with_an_exponent_is_decided_by_the_row_rule() -> None:
+    """pyarrow.json reads an exponent into the wide decimal type without an overflow check
+    (``9.712075281962813e+21`` wrapped around to ``52550160.26`` for a ``decimal(10,2)``, and
+    ``5.587531680095798e+16`` failed the whole block with ArrowInvalid): such values take the
+    row rule, which refuses what is out of range and keeps what fits (``1.5e3``)."""
+    schema = TableSchema.parse("x decimal(10,2), y double")
+    values = ["9.712075281962813e+21", "5.587531680095798e+16", "1.5e3", "-2.5E-1", "1e2", "7"]
+    lines = [f'{{"x": {v}, "y": 1e5}}'.encode() for v in values]
+    for block in ([line] for line in lines):
+        assert_same(StrictJsonWriter().bind(schema), block)  # the fast path of a plain block
+    block = assert_same(StrictJsonWriter().bind(schema), lines)
+    assert [i for i, _ in block.rejected] == [0, 1]
+    assert block.table.column("x").to_pylist() == [
+        decimal.Decimal("1500.00"), decimal.Decimal("-0.25"), decimal.Decimal("100.00"),
+        decimal.Decimal("7.00"),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
