@@ -7,9 +7,10 @@ turns the columns read from one file into an output batch of exactly the plan's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,12 +25,14 @@ from acid.storage import Storage
 from acid.timestamps import TimestampUnit, cast_column, with_timestamp_unit
 
 __all__ = [
+    "COMPARISONS",
     "ROW_ID_COLUMN",
     "ROW_ID_TYPE",
     "Predicate",
     "ReadPlan",
     "assemble",
     "build_plan",
+    "combine_predicates",
     "peek_row_schema",
     "predicate_expr",
 ]
@@ -39,11 +42,37 @@ ROW_ID_TYPE = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("ro
 
 # (column, op, value) with op in = == != < <= > >= in "not in" "is null" "is not null".
 Predicate = tuple[str, str, Any]
+T = TypeVar("T")
 
 
-def predicate_expr(preds: Sequence[Predicate]) -> pc.Expression:
-    """The AND of ``(column, op, value)`` tuples as a ``pyarrow.compute`` expression."""
-    expr: pc.Expression | None = None
+COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+"""The comparison operators of a :data:`Predicate`, as Python operators (which pyarrow
+expressions, Spark columns and plain values all take)."""
+
+
+def combine_predicates(
+    preds: Sequence[Predicate],
+    column: Callable[[str], T],
+    *,
+    is_null: Callable[[T], T],
+    is_valid: Callable[[T], T],
+) -> T:
+    """The AND of ``(column, op, value)`` tuples in one expression language: ``column``
+    names a column (``pyarrow.compute.field``, ``pyspark.sql.functions.col``), ``is_null``
+    and ``is_valid`` test one for null; comparisons and ``isin`` are the language's own.
+
+    Raises:
+        ConfigError: a tuple of the wrong shape, an unknown operator, an empty list.
+    """
+    expr: Any = None
     for item in preds:
         if len(item) == 2:
             col, op, value = item[0], item[1], None
@@ -51,34 +80,31 @@ def predicate_expr(preds: Sequence[Predicate]) -> pc.Expression:
             col, op, value = item
         else:
             raise ConfigError(f"predicate {item!r} must be (column, op, value)")
-        f = pc.field(col)
+        f: Any = column(col)
         o = op.strip().lower()
-        if o in ("=", "=="):
-            e = f == value
-        elif o == "!=":
-            e = f != value
-        elif o == "<":
-            e = f < value
-        elif o == "<=":
-            e = f <= value
-        elif o == ">":
-            e = f > value
-        elif o == ">=":
-            e = f >= value
+        if o in COMPARISONS:
+            e = COMPARISONS[o](f, value)
         elif o == "in":
             e = f.isin(list(value))
         elif o == "not in":
             e = ~f.isin(list(value))
         elif o == "is null":
-            e = f.is_null()
+            e = is_null(f)
         elif o == "is not null":
-            e = f.is_valid()
+            e = is_valid(f)
         else:
             raise ConfigError(f"unknown predicate operator {op!r}")
         expr = e if expr is None else expr & e
     if expr is None:
         raise ConfigError("empty predicate list")
-    return expr
+    return cast(T, expr)
+
+
+def predicate_expr(preds: Sequence[Predicate]) -> pc.Expression:
+    """The AND of ``(column, op, value)`` tuples as a ``pyarrow.compute`` expression."""
+    return combine_predicates(
+        preds, pc.field, is_null=lambda f: f.is_null(), is_valid=lambda f: f.is_valid()
+    )
 
 
 @dataclass(frozen=True)

@@ -400,34 +400,11 @@ def _spark_condition(preds: tuple[Any, ...]) -> Any:
     condition, their AND; the ``acidtable`` source pushes these back down."""
     from pyspark.sql import functions as F
 
-    cond: Any = None
-    for p in preds:
-        col, op = p[0], p[1]
-        value: Any = p[2] if len(p) > 2 else None
-        c: Any = F.col(col)
-        o = op.strip().lower()
-        if o in ("=", "=="):
-            term = c == value
-        elif o == "!=":
-            term = c != value
-        elif o == "<":
-            term = c < value
-        elif o == "<=":
-            term = c <= value
-        elif o == ">":
-            term = c > value
-        elif o == ">=":
-            term = c >= value
-        elif o == "in":
-            term = c.isin(list(value))
-        elif o == "not in":
-            term = ~c.isin(list(value))
-        elif o == "is null":
-            term = c.isNull()
-        else:  # "is not null": predicate_expr refused anything else
-            term = c.isNotNull()
-        cond = term if cond is None else cond & term
-    return cond
+    from acid.read_plan import combine_predicates
+
+    return combine_predicates(
+        preds, F.col, is_null=lambda c: c.isNull(), is_valid=lambda c: c.isNotNull()
+    )
 
 
 def table(

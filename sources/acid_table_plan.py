@@ -41,7 +41,14 @@ from acid.list_bucketing_prune import ListBucketingPruner
 from acid.orc_inspect import inspect_orc, require_acid
 from acid.orc_read import read_orc_columns
 from acid.partitions import Partition
-from acid.read_plan import ROW_ID_COLUMN, Predicate, ReadPlan, assemble, build_plan
+from acid.read_plan import (
+    COMPARISONS,
+    ROW_ID_COLUMN,
+    Predicate,
+    ReadPlan,
+    assemble,
+    build_plan,
+)
 from acid.reader import DEFAULT_DELETE_EVENT_CAP
 from acid.snapshot import RangeResponse, ValidTxnList, ValidWriteIdList
 from acid.storage import Storage
@@ -150,18 +157,8 @@ def keep_partition(typed: dict[str, Any], preds: Sequence[Predicate]) -> bool:
                 ok = v is not None
             elif v is None:
                 ok = False
-            elif op == "=":
-                ok = v == value
-            elif op == "!=":
-                ok = v != value
-            elif op == "<":
-                ok = v < value
-            elif op == "<=":
-                ok = v <= value
-            elif op == ">":
-                ok = v > value
-            elif op == ">=":
-                ok = v >= value
+            elif op in COMPARISONS:
+                ok = COMPARISONS[op](v, value)
             elif op == "in":
                 ok = v in value
             else:
