@@ -7,32 +7,17 @@ nothing. Both backends."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
 from acid.errors import TableNotFoundError
-from acidstream.cli.main import EXIT_ERROR, main
+from acidstream.cli.main import EXIT_ERROR
 from ingest.connection import StreamingConnection, StreamingOptions
 from ingest.record_json import StrictJsonWriter
+from tests.plugins.store_fixture import Cli
 from tests.txn.links_helpers import make_namespaces, write
 from txn.store import TxnStore
 from txn.txn_sql import TxnState
-
-Cli = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(store: TxnStore, store_url: str, warehouse: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``acidstream ARGS --metastore M --warehouse W``: ``(exit code, stdout, stderr)``."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main([*argv, "--metastore", store_url, "--warehouse", warehouse])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _refused(result: tuple[int, str, str], *fragments: str) -> None:

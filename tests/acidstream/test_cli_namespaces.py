@@ -5,30 +5,13 @@ backends."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-from acidstream.cli.main import EXIT_ERROR, EXIT_INTERNAL, main
+from acidstream.cli.main import EXIT_ERROR, EXIT_INTERNAL
+from tests.plugins.store_fixture import Cli
 from tests.txn.links_helpers import make_namespaces, walk, write
 from txn.compaction_sql import CompactionQueue
 from txn.store import TxnStore
-
-Cli = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(store: TxnStore, store_url: str, warehouse: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``acidstream ARGS --metastore M --warehouse W``: ``(exit code, stdout, stderr)``."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main([*argv, "--metastore", store_url, "--warehouse", warehouse])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _refused(result: tuple[int, str, str], fragment: str) -> None:

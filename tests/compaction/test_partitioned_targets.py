@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,10 +20,11 @@ import pytest
 from acid.errors import ConfigError
 from acid.storage import Storage
 from acid.writer import write_base
-from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE, main
+from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE
 from compaction.cleaner import Cleaner
 from compaction.worker import Worker
 from tests.compaction.conftest import MakeTbl, Tbl, rows
+from tests.plugins.store_fixture import Cli
 from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
 from tests.txn.links_helpers import make_namespaces, write
 from txn.catalog import TableDef
@@ -38,23 +38,9 @@ from txn.store import TxnStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
-Cli = Callable[..., tuple[int, str, str]]
 
 NEED_PARTITION = "You must specify a partition to compact for partitioned tables"
 """Hive's words (``ErrorMsg.NO_COMPACTION_PARTITION``)."""
-
-
-@pytest.fixture
-def cli(store: TxnStore, store_url: str, warehouse: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """``acidstream ARGS --metastore M --warehouse W`` in this process: (code, out, err)."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main([*argv, "--metastore", store_url, "--warehouse", warehouse])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

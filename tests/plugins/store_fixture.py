@@ -18,6 +18,9 @@ import pytest
 
 from txn.store import TxnStore, open_store
 
+Cli = Callable[..., tuple[int, str, str]]
+"""The ``cli`` fixture's runner: ``cli(*argv) -> (exit code, stdout, stderr)``."""
+
 PG_URL = os.environ.get("ACIDSTREAM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
@@ -97,3 +100,18 @@ def store_factory(
 def store(store_factory: Callable[[], TxnStore]) -> TxnStore:
     """An empty metastore with a fake clock, on SQLite and on PostgreSQL."""
     return store_factory()
+
+
+@pytest.fixture
+def cli(store: TxnStore, store_url: str, warehouse: str, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """Run ``acidstream ARGS --metastore M --warehouse W`` in this process against the
+    ``store`` fixture's metastore: ``(exit code, stdout, stderr)``."""
+    from acidstream.cli.main import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([*argv, "--metastore", store_url, "--warehouse", warehouse])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

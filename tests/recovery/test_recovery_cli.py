@@ -6,33 +6,16 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE, main
+from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE
 from tests.chaos.harness import connection_spec, run_child
+from tests.plugins.store_fixture import Cli
 from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
 from tests.recovery.test_repair import tree
 from tests.txn.links_helpers import make_namespaces, write
 from txn.catalog import TableDef
 from txn.store import TxnState, TxnStore
-
-Cli = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(store: TxnStore, store_url: str, warehouse: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Run ``acidstream ARGS --metastore M --warehouse W``: ``(exit code, stdout, stderr)``."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main([*argv, "--metastore", store_url, "--warehouse", warehouse])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _refused(result: tuple[int, str, str], fragment: str, code: int = EXIT_ERROR) -> None:
