@@ -151,6 +151,18 @@ class AcidFileWriter:
         else:
             # Hive's delete-delta and base writers use fresh options: no ratio, no streaming tweaks.
             self.options = base
+        # Bloom filters of the table's columns (orc.bloom.filter.columns) on files that
+        # carry rows; a delete event's row is null, so its files get none.
+        self._bloom = (
+            {} if kind == "delete" else self.options.bloom_filter_kwargs(schema.orc_event_schema())
+        )
+        # ... and of a spliced piece, whose file pyarrow writes holds the rows only (the
+        # event columns are spliced in and the ids renumbered: acid.orc_events).
+        self._bloom_rows = (
+            self.options.bloom_filter_kwargs(f"struct<row:{schema.row_type()}>")
+            if self._bloom
+            else {}
+        )
         directory = path.rsplit("/", 1)[0]
         storage.makedirs(directory)
         storage.write_bytes_if_absent(
@@ -186,12 +198,15 @@ class AcidFileWriter:
                 # Exact seconds/nanos for Hive's whole range, naive values as UTC wall clock.
                 converters={pyorc.TypeKind.TIMESTAMP: HiveTimestampConverter},
                 **self.options.pyorc_kwargs(batch_size=1 if streaming else None),
+                **self._bloom,
             )
         else:
             if streaming:
                 self._stitch = StripeStitcher()
             else:
-                self._arrow = pa_orc.ORCWriter(self._capture, **self.options.arrow_kwargs())
+                self._arrow = pa_orc.ORCWriter(
+                    self._capture, **self.options.arrow_kwargs(), **self._bloom
+                )
             self._row_type = pa.struct([pa.field(n, t.to_arrow()) for n, t in schema.columns])
         self._has_timestamps = "timestamp" in schema.to_spec()
         self._has_structs = "struct<" in schema.to_spec()
@@ -473,7 +488,8 @@ class AcidFileWriter:
         for start in range(0, max(len(table), 1), step):
             if self._arrow is None:
                 self._native = pa.BufferOutputStream()
-                self._arrow = pa_orc.ORCWriter(self._native, **self.options.arrow_kwargs())
+                bloom = self._bloom if run is None else self._bloom_rows
+                self._arrow = pa_orc.ORCWriter(self._native, **self.options.arrow_kwargs(), **bloom)
                 self._piece_runs = None if run is None else []
             part = table.slice(start, step)
             if run is not None:
@@ -511,6 +527,7 @@ class AcidFileWriter:
                 timezone=_UTC,
                 converters={pyorc.TypeKind.TIMESTAMP: SplitTimestampConverter},
                 **self.options.pyorc_piece_kwargs(),
+                **self._bloom,
             )
         cols = [c.combine_chunks() for c in table.columns]
         row = cast(pa.StructArray, cols[5])

@@ -22,6 +22,7 @@ from acid.list_bucketing import (
     check_skewed_info,
     declared_value_text,
 )
+from acid.orc_options import OrcWriterOptions, check_orc_keys
 from acid.partition_name import (
     make_partition_name,
 )
@@ -51,6 +52,10 @@ EXTERNAL_TABLE = "EXTERNAL_TABLE"
 TRANSACTIONAL = "transactional"
 TRANSACTIONAL_PROPERTIES = "transactional_properties"
 BUCKETING_VERSION = "bucketing_version"
+BOOLEAN_PROPERTIES = ("no_auto_compaction", "no_cleanup")
+"""Flags the compactor reads (keys case-insensitive, as Hive's): ``true`` or ``false``. A
+value like ``ture`` would otherwise read as false and compact or clean a table its owner
+meant to keep untouched."""
 
 MAX_BUCKETS = MAX_BUCKET_ID + 1
 """The most buckets a table may have: every ACID event carries its bucket id in the 12
@@ -202,13 +207,17 @@ def _ident(name: str, what: str) -> str:
     return n
 
 
-def validate_table(t: TableDef) -> TableDef:
+def validate_table(t: TableDef, *, check_properties: bool = True) -> TableDef:
     """Check a table definition as Hive does and return it normalised.
 
     Database and table names follow Hive's rule (:func:`acid.table_name.check_new_name`);
     names are lower-cased, types parsed (and printed canonically), ``bucketing_version``
     defaults to ``2`` and a transactional table without ``transactional_properties`` gets
     ``default``.
+
+    The properties acidstream reads (``orc.*``, the compactor's flags) are checked too,
+    unless ``check_properties`` is false: an ALTER of something else (the skew) must not
+    be refused for a property an older version stored, which no command can change.
 
     Raises:
         ConfigError: naming the first rule the definition breaks.
@@ -255,6 +264,8 @@ def validate_table(t: TableDef) -> TableDef:
         raise ConfigError(f"transactional must be true or false, not {trans!r}")
     if trans is not None:
         params[TRANSACTIONAL] = trans.lower()
+    if check_properties:
+        _validate_properties(f"{db}.{name}", params, col_names)
     out = replace(
         t,
         db=db,
@@ -273,6 +284,27 @@ def validate_table(t: TableDef) -> TableDef:
     elif TRANSACTIONAL_PROPERTIES in params:
         raise ConfigError("transactional_properties is set but the table is not transactional")
     return replace(out, parameters=params)
+
+
+def _validate_properties(full_name: str, params: dict[str, str], col_names: set[str]) -> None:
+    """The properties acidstream reads besides ``transactional*`` and ``bucketing_version``:
+    the ``orc.*`` writer settings (resolved by ``OrcWriterOptions.for_table``, the same
+    call every writer makes, so what is accepted here is what a write applies) and the
+    compactor's flags. Refused before anything is stored, in Python and the CLI alike."""
+    check_orc_keys(params)
+    try:
+        orc = OrcWriterOptions().for_table(params)
+    except ConfigError as e:
+        raise ConfigError(f"{full_name}: {e}") from e
+    for c in orc.bloom_filter_columns:
+        if c not in col_names:
+            raise ConfigError(
+                f"{full_name}: table property orc.bloom.filter.columns names {c!r}, which is "
+                f"not a data column (columns: {', '.join(sorted(col_names))})"
+            )
+    for key, value in params.items():
+        if key.lower() in BOOLEAN_PROPERTIES and value.strip().lower() not in ("true", "false"):
+            raise ConfigError(f"{full_name}: table property {key}={value!r}: must be true or false")
 
 
 def _validate_skew(t: TableDef, skewed: SkewedInfo) -> SkewedInfo:

@@ -362,7 +362,10 @@ def set_skewed(tx: Tx, db: str, table: str, skewed: SkewedInfo | None) -> TableD
     """``ALTER TABLE ... SKEWED BY ... ON ... [STORED AS DIRECTORIES]`` (a new definition,
     its own location map) or ``NOT SKEWED`` (``None``). Existing partitions keep theirs."""
     t = get_table(tx, db, table)
-    new = None if skewed is None else validate_table(replace(t, skewed=skewed)).skewed
+    if skewed is None:
+        new = None
+    else:
+        new = validate_table(replace(t, skewed=skewed), check_properties=False).skewed
     skew_sql.write_skew(tx, t.db, t.name, skew_sql.TABLE_KEY, new)
     return get_table(tx, t.db, t.name)
 

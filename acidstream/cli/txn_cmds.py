@@ -19,7 +19,6 @@ import argparse
 import datetime as dt
 
 from acid.errors import ConfigError
-from acid.orc_options import OrcWriterOptions
 from acid.schema import TableSchema
 from acidstream.cli.output import print_table
 from acidstream.cli.table_cmds import (
@@ -152,7 +151,6 @@ def _create_table(args: argparse.Namespace) -> int:
         if not eq or not k:
             raise ConfigError(f"--tblproperty must be KEY=VALUE, got {kv!r}")
         params[k.strip()] = v.strip()
-    OrcWriterOptions().for_table(params)  # a bad orc.* property is refused here, not at a write
     table = TableDef(
         db,
         name,
