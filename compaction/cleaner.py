@@ -35,7 +35,7 @@ from acid.storage import Storage
 from compaction.worker import partition_dir, refuse_partition_dirs
 from txn.catalog import TableDef
 from txn.compaction_sql import COMPACT_OP, CompactionQueue, CompactionRecord, check_target
-from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
+from txn.store import TxnStore
 
 __all__ = ["NO_CLEANUP", "CleanOutcome", "Cleaner"]
 
@@ -130,9 +130,10 @@ class Cleaner:
         store: The metastore.
         queue: The compaction queue (one is made on ``store`` when omitted).
         storage: Filesystem of the tables; derived from each location when omitted.
-        forget_after_s: Aborted txns are forgotten only this long after they aborted
-            (default ``hive.txn.timeout``): a writer whose txn the reaper aborted has
-            noticed at its next heartbeat by then.
+        forget_after_s: Aborted txns are forgotten only this long after they aborted, and
+            never sooner than the metastore's txn timeout (``txn_timeout_s``, read at each
+            use; also the default): a writer whose txn the reaper aborted has noticed at
+            its next heartbeat by then.
         clock: Seconds since the epoch (the store's, so abort times compare right).
     """
 
@@ -142,7 +143,7 @@ class Cleaner:
         *,
         queue: CompactionQueue | None = None,
         storage: Storage | None = None,
-        forget_after_s: float = DEFAULT_TXN_TIMEOUT_S,
+        forget_after_s: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -185,7 +186,8 @@ class Cleaner:
     def _forget(self, storage: Storage, path: str, db: str, table: str, part: str | None) -> int:
         comps = self.queue.aborted_components(db, table, part)
         gone = [t for t, op, w in comps if data_gone(storage, path, t, op, w)]
-        return self.queue.forget_aborted(db, table, part, gone, min_age_s=self.forget_after_s)
+        min_age_s = max(self.forget_after_s or 0.0, self.store.txn_timeout_s())
+        return self.queue.forget_aborted(db, table, part, gone, min_age_s=min_age_s)
 
     def clean(self, rec: CompactionRecord) -> CleanOutcome:
         """Clean one ``ready for cleaning`` request (its min-open-txn wait already passed)."""

@@ -56,6 +56,7 @@ from txn.catalog import TableDef
 from txn.config import StoreConfig
 from txn.heartbeat import Heartbeater
 from txn.namespaces import resolve_write
+from txn.settings import check_txn_timeout_option
 from txn.store import TxnState, TxnStore, open_store
 
 __all__ = ["BlockResult", "StreamingConnection", "StreamingOptions"]
@@ -71,8 +72,12 @@ class StreamingOptions:
 
     Attributes:
         txns_per_batch: txns per transaction batch (Hive's default 1; at most 1000).
-        txn_timeout_s: the metastore's txn timeout; heartbeats go every half of it.
-        heartbeat_interval_s: override the heartbeat interval.
+        txn_timeout_s: deprecated: the txn timeout is the metastore's setting
+            (``acidstream config set txn_timeout_s S``), which heartbeats follow (every
+            half of it). ``None`` (the default) takes it; a value that differs from the
+            metastore's is refused at open with a ``ConfigError`` naming both.
+        heartbeat_interval_s: heartbeat at least this often (it can only shorten the
+            interval, never stretch it past half the metastore's timeout).
         memory_limit_bytes: buffered record bytes that trigger an auto-flush (rows handed to
             the ORC writers and, in a multi-txn batch, an intermediate footer) without commit.
         statement_id: Hive's ``withStatementId``; -1 writes directories without ``_stmt``.
@@ -82,10 +87,9 @@ class StreamingOptions:
             ``SerializationError`` (``ingest.dead_letter``).
         lock_wait_s: how long ``begin_transaction`` waits for the table lock.
         housekeeping_interval_s: run the housekeeper (``recovery.housekeeper``: abort txns
-            of dead writers whose heartbeat is older than ``txn_timeout_s``, purge what Hive
-            purges) on its own thread every this many seconds while the connection is open;
-            ``None``: not in this process. Every writer of a metastore must use the same
-            ``txn_timeout_s`` (Hive's single ``hive.txn.timeout``).
+            of dead writers whose heartbeat is older than the metastore's txn timeout, purge
+            what Hive purges) on its own thread every this many seconds while the
+            connection is open; ``None``: not in this process.
         user, host, agent_info: recorded with txns and locks.
         namespace: the namespace the connection is bound to (``docs/namespaces.md``):
             ``table`` is then ``T`` or ``<namespace>.T``; links and other namespaces' tables
@@ -93,7 +97,7 @@ class StreamingOptions:
     """
 
     txns_per_batch: int = 1
-    txn_timeout_s: float = 300.0
+    txn_timeout_s: float | None = None
     heartbeat_interval_s: float | None = None
     memory_limit_bytes: int = 100 * 1024 * 1024
     statement_id: int = -1
@@ -109,8 +113,6 @@ class StreamingOptions:
     def __post_init__(self) -> None:
         if not 1 <= self.txns_per_batch <= MAX_TXNS_PER_BATCH:
             raise ConfigError(f"txns_per_batch must be 1..{MAX_TXNS_PER_BATCH}")
-        if self.txn_timeout_s <= 0:
-            raise ConfigError("txn_timeout_s must be > 0")
         if self.heartbeat_interval_s is not None and self.heartbeat_interval_s <= 0:
             raise ConfigError("heartbeat_interval_s must be > 0")
         if self.memory_limit_bytes <= 0:
@@ -120,9 +122,6 @@ class StreamingOptions:
         if not -1 <= self.statement_id < layout.MAX_STATEMENTS_PER_TXN:
             raise ConfigError("statement_id must be in [-1, 10000)")
 
-    @property
-    def heartbeat_interval(self) -> float:
-        return self.heartbeat_interval_s or self.txn_timeout_s / 2
 
 
 Key = tuple[str, int]  # (partition directory, bucket)
@@ -190,6 +189,9 @@ class StreamingConnection:
         self._given: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
         self._dead_letter: DeadLetterWriter | None = None
         try:
+            check_txn_timeout_option(
+                self._store, self.options.txn_timeout_s, option="StreamingOptions.txn_timeout_s"
+            )
             self.name = resolve_write(self._store, table, namespace=self.options.namespace)
             self.db, self.table_name = self.name.db, self.name.table
             self.table = self._load_table()
@@ -336,7 +338,7 @@ class StreamingConnection:
             # for every batch of the connection.
             self._heartbeater = Heartbeater(
                 open_store(self._store.url, clock=self._store.clock),
-                interval_s=self.options.heartbeat_interval,
+                interval_s=self.options.heartbeat_interval_s,
                 txn_range=lambda: None,
                 on_lost=lambda _: None,
                 count=self._count_call,
@@ -346,7 +348,6 @@ class StreamingConnection:
             self._housekeeper = Housekeeper(
                 self._store.url,
                 interval_s=self.options.housekeeping_interval_s,
-                txn_timeout_s=self.options.txn_timeout_s,
                 clock=self._store.clock,
             )
             self._housekeeper.start()
@@ -355,7 +356,7 @@ class StreamingConnection:
             self._store,
             self.name,
             size=self.options.txns_per_batch,
-            heartbeat_interval_s=self.options.heartbeat_interval,
+            heartbeat_interval_s=self.options.heartbeat_interval_s,
             lock_wait_s=self.options.lock_wait_s,
             partition=part,
             dynamic=self._dynamic,

@@ -53,7 +53,7 @@ from acid.snapshot import ValidTxnList, ValidWriteIdList
 from acid.storage import FileInfo, Storage
 from recovery.streaming_files import SideFileState, judge_dead_writer_file, read_side_file
 from txn.catalog import TableDef
-from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnState, TxnStore
+from txn.store import TxnState, TxnStore
 
 __all__ = [
     "EXIT_CLEAN",
@@ -509,7 +509,7 @@ def fsck_table(
     *,
     partition: str | None = None,
     partitions: Sequence[str] | None = None,
-    txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+    txn_timeout_s: float | None = None,
     deep: bool = True,
     assume_reaped: bool = False,
 ) -> FsckReport:
@@ -520,14 +520,17 @@ def fsck_table(
         table: The table (``store.get_table``).
         partition: A partition name (``ds=1/h=2``) to check that partition only.
         partitions: Partition names to check only those (a static link's).
-        txn_timeout_s: Open txns not heartbeaten for this long are reported as dead.
+        txn_timeout_s: Open txns not heartbeaten for this long are reported as dead
+            (default: the metastore's ``txn_timeout_s`` setting, which writers heartbeat
+            from; a shorter value is an operator's override and reports live writers).
         deep: Decode every stripe of every file (default), not only the file tails.
         assume_reaped: Judge the files as if the timed-out txns (still reported as
             ``timed_out_txn``) were aborted: ``repair``'s plan, which aborts them first.
     """
     assert table.location is not None
     storage, root = Storage.for_path(table.location)
-    timed_out = _timed_out_txns(store, table, txn_timeout_s)
+    timeout_s = store.txn_timeout_s() if txn_timeout_s is None else txn_timeout_s
+    timed_out = _timed_out_txns(store, table, timeout_s)
     txns = store.get_valid_txns()
     write_ids = store.get_valid_write_ids(table.db, table.name, txns)
     reaped = frozenset(t for f in timed_out for t in f.txn_ids) if assume_reaped else frozenset()

@@ -8,7 +8,8 @@ at once are safe: every step is one idempotent store call.
 One pass, in Hive's order (see :mod:`txn.housekeeping_sql` for what each purge keeps
 and why it is safe):
 
-1. abort the open txns whose last heartbeat is older than ``txn_timeout_s`` (reason
+1. abort the open txns whose last heartbeat is older than the metastore's txn timeout
+   (the ``txn_timeout_s`` setting, :mod:`txn.settings`, read at every pass) (reason
    ``ABORT_TIMEOUT``), releasing their locks, and drop non-txn locks not heartbeaten for
    as long (``performTimeOuts``, :meth:`~txn.txn_ops.TxnOps.reap_timed_out`);
 2. ``WRITE_SET`` rows no open txn can conflict with (``performWriteSetGC``);
@@ -31,7 +32,8 @@ from typing import TypeVar
 
 from acid.errors import ConfigError
 from txn.housekeeping_sql import DEFAULT_HISTORY_RETENTION_S
-from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore, open_store
+from txn.settings import SETTINGS, TXN_TIMEOUT_S
+from txn.store import TxnStore, open_store
 
 __all__ = ["DEFAULT_INTERVAL_S", "Housekeeper", "HousekeepingReport"]
 
@@ -48,6 +50,8 @@ class HousekeepingReport:
 
     Attributes:
         timed_out_txns: Txns aborted because their heartbeat was older than the timeout.
+        txn_timeout_s: The metastore's txn timeout this pass judged by (``None``: it
+            could not be read; see ``errors``).
         write_set_rows: ``WRITE_SET`` rows removed.
         txn_to_write_id_rows: ``TXN_TO_WRITE_ID`` rows removed.
         completed_component_rows: ``COMPLETED_TXN_COMPONENTS`` rows removed.
@@ -58,6 +62,7 @@ class HousekeepingReport:
     """
 
     timed_out_txns: tuple[int, ...] = ()
+    txn_timeout_s: float | None = None
     write_set_rows: int = 0
     txn_to_write_id_rows: int = 0
     completed_component_rows: int = 0
@@ -88,18 +93,19 @@ class Housekeeper:
     Args:
         store_url: The metastore (``sqlite:///...`` or ``postgresql://...``).
         interval_s: Time between two passes of the thread.
-        txn_timeout_s: ``hive.txn.timeout``: open txns without a heartbeat for this long
-            are aborted. Must match what writers assume (they heartbeat at a fraction of it).
-        history_retention_s: Committed txns' records are kept this long (default: 300 s,
-            or the timeout if longer); at least
-            ``txn_timeout_s``, so a heartbeat racing a commit always finds the txn's
-            record (and reports it committed, not unknown).
+        history_retention_s: Committed txns' records are kept this long (default: 300 s);
+            each pass keeps them at least the metastore's txn timeout, so a heartbeat
+            racing a commit always finds the txn's record (and reports it committed, not
+            unknown).
         clock: Seconds since the epoch (tests inject one; the thread waits in real time).
         on_report: Called with each pass's report, on the thread that ran the pass.
 
+    The abort threshold is not an option: it is the metastore's ``txn_timeout_s``
+    setting, read at every pass, the same value every writer heartbeats from
+    (``acidstream config set txn_timeout_s S``).
+
     Raises:
-        ConfigError: a non-positive interval or timeout, or a retention shorter than the
-            timeout.
+        ConfigError: a non-positive interval or retention.
     """
 
     def __init__(
@@ -107,26 +113,20 @@ class Housekeeper:
         store_url: str,
         *,
         interval_s: float = DEFAULT_INTERVAL_S,
-        txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
         history_retention_s: float | None = None,
         clock: Callable[[], float] = time.time,
         on_report: Callable[[HousekeepingReport], None] | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ConfigError(f"housekeeping interval_s must be > 0, got {interval_s}")
-        if txn_timeout_s <= 0:
-            raise ConfigError(f"housekeeping txn_timeout_s must be > 0, got {txn_timeout_s}")
         if history_retention_s is None:
-            history_retention_s = max(DEFAULT_HISTORY_RETENTION_S, txn_timeout_s)
-        if history_retention_s < txn_timeout_s:
+            history_retention_s = DEFAULT_HISTORY_RETENTION_S
+        if history_retention_s <= 0:
             raise ConfigError(
-                f"housekeeping history_retention_s ({history_retention_s:g}) must be at least "
-                f"txn_timeout_s ({txn_timeout_s:g}): a heartbeat racing a commit must still "
-                "find the committed txn's record"
+                f"housekeeping history_retention_s must be > 0, got {history_retention_s}"
             )
         self.store_url = store_url
         self.interval_s = interval_s
-        self.txn_timeout_s = txn_timeout_s
         self.history_retention_s = history_retention_s
         self._clock = clock
         self._on_report = on_report
@@ -152,16 +152,21 @@ class Housekeeper:
             store = self._open()
             start = time.monotonic()
             errors: list[str] = []
-            retention = self.history_retention_s
             none: tuple[int, ...] = ()
+            timeout: float | None = _step(errors, "read txn_timeout_s", store.txn_timeout_s, None)
+            # Unknown timeout: the reap reads it itself (or fails), and the purges keep
+            # records as long as the longest timeout could ask.
+            longest = SETTINGS[TXN_TIMEOUT_S].maximum if timeout is None else timeout
+            retention = max(self.history_retention_s, longest)
             timed_out = _step(
                 errors,
                 "abort timed-out txns",
-                lambda: tuple(store.reap_timed_out(timeout_s=self.txn_timeout_s)),
+                lambda: tuple(store.reap_timed_out(timeout_s=timeout)),
                 none,
             )
             report = HousekeepingReport(
                 timed_out_txns=timed_out,
+                txn_timeout_s=timeout,
                 write_set_rows=_step(errors, "WRITE_SET", store.purge_write_set, 0),
                 txn_to_write_id_rows=_step(
                     errors,

@@ -54,7 +54,7 @@ from recovery.fsck import (
 )
 from recovery.streaming_files import judge_dead_writer_file
 from txn.catalog import TableDef
-from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
+from txn.store import TxnStore
 
 __all__ = ["Action", "RepairReport", "recover_streaming_file", "repair_table"]
 
@@ -208,7 +208,7 @@ def repair_table(
     table: TableDef,
     *,
     apply: bool = False,
-    txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S,
+    txn_timeout_s: float | None = None,
     deep: bool = True,
 ) -> RepairReport:
     """Plan (and with ``apply`` carry out) the repair of one table; see the module doc.
@@ -221,9 +221,14 @@ def repair_table(
         store: The table's metastore.
         table: The table.
         apply: Carry the plan out; without it nothing is changed.
-        txn_timeout_s: Open txns without a heartbeat for this long count as dead writers'.
+        txn_timeout_s: Open txns without a heartbeat for this long count as dead writers'
+            (default: the metastore's ``txn_timeout_s`` setting, which writers heartbeat
+            from; a shorter value is an operator's override that aborts live writers too).
         deep: fsck decodes every stripe (default), not only file tails.
     """
+    # One value for the plan, the reap and the check after it.
+    if txn_timeout_s is None:
+        txn_timeout_s = store.txn_timeout_s()
     before = fsck_table(store, table, txn_timeout_s=txn_timeout_s, deep=deep, assume_reaped=True)
     planned = _plan(table, before)
     if not apply:

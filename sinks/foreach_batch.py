@@ -46,6 +46,7 @@ from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
 from txn.catalog import TableDef
 from txn.config import StoreConfig
 from txn.namespaces import bind_write_name, check_namespace_mode
+from txn.settings import check_txn_timeout_option
 from txn.store import TxnState, TxnStore, open_store
 
 __all__ = ["AcidSink", "SinkOptions", "committed_offsets"]
@@ -82,7 +83,10 @@ class SinkOptions:
             in it (``ingest.dead_letter``'s format, with the Kafka position); without it a bad
             record fails the batch unless ``skip_bad_records``.
         skip_bad_records: count bad records and go on (they are still reported in the log).
-        txn_timeout_s: the metastore's txn timeout; heartbeats go every half of it.
+        txn_timeout_s: deprecated: the txn timeout is the metastore's setting (``acidstream
+            config set txn_timeout_s S``), which heartbeats follow (every half of it).
+            ``None`` (the default) takes it; a value that differs from the metastore's is
+            refused when the sink opens the table, with a ``ConfigError`` naming both.
         txns_per_batch: txns in each micro-batch's transaction batch (1..1000); every
             task file gets an intermediate footer per txn. They commit together.
         orc: ORC writer settings.
@@ -95,7 +99,7 @@ class SinkOptions:
     sink_id: str = "default"
     dead_letter_path: str | None = None
     skip_bad_records: bool = False
-    txn_timeout_s: float = 300.0
+    txn_timeout_s: float | None = None
     txns_per_batch: int = 1
     orc: OrcWriterOptions = field(default_factory=OrcWriterOptions)
 
@@ -443,6 +447,9 @@ class AcidSink:
         if self._store is None or self._table is None:
             store = open_store(self.config.metastore_url, warehouse=self.config.warehouse)
             try:
+                check_txn_timeout_option(
+                    store, self.options.txn_timeout_s, option="sink option txnTimeout"
+                )
                 check_namespace_mode(store, self.name, namespace=self.namespace)
                 t = store.get_table(self.db, self.table_name)
                 if not t.is_transactional or t.is_insert_only:
@@ -543,7 +550,6 @@ class AcidSink:
             store,
             self.name,
             size=self.options.txns_per_batch,
-            heartbeat_interval_s=self.options.txn_timeout_s / 2,
             dynamic=bool(table.partition_keys),
             user=os.environ.get("USER", "spark"),
             host=socket.gethostname(),

@@ -220,7 +220,6 @@ class _TableServices:
         self.housekeeper = Housekeeper(
             cfg.metastore_url,
             interval_s=config.housekeeping_interval_s,
-            txn_timeout_s=config.sink.txn_timeout_s,
         )
         self.housekeeper.start()
         self.compactor: Any = None

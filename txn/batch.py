@@ -66,7 +66,9 @@ class TransactionBatch:
         store: the writer's store (the batch does not close it).
         table: the table written.
         size: txns in the batch, 1..1000.
-        heartbeat_interval_s: how often the batch's open txns are heartbeated.
+        heartbeat_interval_s: at most this long between two heartbeats of the batch's open
+            txns; ``None`` (the normal case): half of the metastore's txn timeout,
+            re-read at every beat (:class:`~txn.heartbeat.Heartbeater`).
         lock_wait_s: how long taking a txn's lock may wait.
         partition: the static partition name the lock names (``None``: whole table).
         dynamic: the txns write dynamic partitions (registered at commit).
@@ -83,7 +85,7 @@ class TransactionBatch:
         table: TableName,
         *,
         size: int,
-        heartbeat_interval_s: float,
+        heartbeat_interval_s: float | None = None,
         lock_wait_s: float = 60.0,
         partition: str | None = None,
         dynamic: bool = False,

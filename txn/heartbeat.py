@@ -7,6 +7,7 @@ import random
 import threading
 from collections.abc import Callable
 
+from txn.settings import heartbeat_interval_s
 from txn.store import TxnStore
 
 __all__ = ["Heartbeater"]
@@ -15,7 +16,15 @@ log = logging.getLogger(__name__)
 
 
 class Heartbeater:
-    """Heartbeats a txn range every ``interval_s`` on its own store connection.
+    """Heartbeats a txn range on its own store connection, every half of the metastore's
+    txn timeout (:mod:`txn.settings`).
+
+    The timeout is read when the heartbeater is made and again at every beat, so an
+    ``acidstream config set txn_timeout_s`` reaches running writers within one interval
+    (a shorter timeout shortens the next wait; a failed read keeps the last value).
+    ``interval_s`` can only make beats more frequent: the interval is the smaller of it
+    and half the timeout, so no setting of a client lets the housekeeper take a healthy
+    writer for a dead one.
 
     ``txn_range`` returns the ``(lo, hi)`` of the batch's txns not yet committed or
     aborted (``None`` when there is nothing to heartbeat). When the store reports any of
@@ -27,13 +36,14 @@ class Heartbeater:
         self,
         store: TxnStore,
         *,
-        interval_s: float,
+        interval_s: float | None = None,
         txn_range: Callable[[], tuple[int, int] | None],
         on_lost: Callable[[frozenset[int]], None],
         count: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
-        self._interval = interval_s
+        self._max_interval = interval_s
+        self._interval = self._read_interval(store.txn_timeout_s())
         self._range = txn_range
         self._on_lost = on_lost
         self._count = count
@@ -41,6 +51,23 @@ class Heartbeater:
         self._thread = threading.Thread(target=self._run, name="acidstream-heartbeat", daemon=True)
         self.beats = 0
         self.last_error: Exception | None = None
+
+    @property
+    def interval_s(self) -> float:
+        """The current wait between two beats."""
+        return self._interval
+
+    def _read_interval(self, timeout_s: float) -> float:
+        interval = heartbeat_interval_s(timeout_s)
+        return interval if self._max_interval is None else min(interval, self._max_interval)
+
+    def refresh_interval(self) -> None:
+        """Re-read the metastore's txn timeout (the thread does it after every beat)."""
+        try:
+            self._interval = self._read_interval(self._store.txn_timeout_s())
+        except Exception as e:  # keep the last value: the beat itself reports store trouble
+            log.warning("reading the metastore's txn timeout failed (keeping %gs): %s",
+                        self._interval, e)  # fmt: skip
 
     def start(self) -> None:
         self._thread.start()
@@ -76,6 +103,7 @@ class Heartbeater:
             try:
                 self.beat_once()
                 self.last_error = None
+                self.refresh_interval()
             except Exception as e:  # keep beating: a transient store error must not kill the thread
                 self.last_error = e
                 log.warning("heartbeat failed (will retry): %s", e)

@@ -21,6 +21,8 @@ from acid.errors import AcidStreamError, ConfigError, TableNotFoundError
 from acid.partition_name import make_partition_name, parse_partition_name
 from txn.catalog_sql import get_database, get_table
 from txn.db import Tx
+from txn.settings import read_setting as get_setting
+from txn.settings import write_setting as set_setting
 from txn.store_ops import StoreOps
 
 __all__ = ["NAMESPACE_MODE", "LinkDef", "LinkOps", "normalize_partition_spec"]
@@ -81,22 +83,6 @@ def _norm(name: str) -> str:
 
 def _has_schema(tx: Tx) -> bool:
     return tx.has_table("TBL_LINKS")
-
-
-def get_setting(tx: Tx, key: str) -> str | None:
-    if not tx.has_table("METASTORE_SETTINGS"):
-        return None
-    row = tx.one("SELECT SETTING_VALUE FROM METASTORE_SETTINGS WHERE SETTING_KEY = ?", key)
-    return None if row is None else str(row[0])
-
-
-def set_setting(tx: Tx, key: str, value: str) -> None:
-    tx.x(
-        "INSERT INTO METASTORE_SETTINGS (SETTING_KEY, SETTING_VALUE) VALUES (?, ?) "
-        "ON CONFLICT (SETTING_KEY) DO UPDATE SET SETTING_VALUE = excluded.SETTING_VALUE",
-        key,
-        value,
-    )
 
 
 def normalize_partition_spec(spec: str, keys: tuple[str, ...]) -> str:

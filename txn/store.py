@@ -13,7 +13,9 @@ are milliseconds since the epoch, as in Hive.
 The methods live in one mixin per concern, beside their SQL: transactions
 (:mod:`txn.txn_ops`), locks (:mod:`txn.lock_sql`), read snapshots
 (:mod:`txn.snapshot_sql`), the catalog (:mod:`txn.catalog_sql`), housekeeping
-(:mod:`txn.housekeeping_sql`) and namespaces and links (:mod:`txn.links_sql`). This module assembles them and opens stores.
+(:mod:`txn.housekeeping_sql`), namespaces and links (:mod:`txn.links_sql`) and the
+metastore-wide settings such as the txn timeout (:mod:`txn.settings`). This module
+assembles them and opens stores.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from txn.housekeeping_sql import HousekeepingOps
 from txn.links_sql import LinkOps
 from txn.lock_sql import LockOps
 from txn.migrations import check_schema, migrate
+from txn.settings import SettingsOps
 from txn.snapshot_sql import SnapshotOps
 from txn.txn_ops import (
-    DEFAULT_TXN_TIMEOUT_S,
     MAX_OPEN_BATCH,
     TXN_KEY_START,
     HeartbeatResult,
@@ -42,7 +44,6 @@ from txn.txn_ops import (
 from txn.txn_sql import TxnState
 
 __all__ = [
-    "DEFAULT_TXN_TIMEOUT_S",
     "MAX_OPEN_BATCH",
     "TXN_KEY_START",
     "HeartbeatResult",
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 
-class TxnStore(TxnOps, LockOps, SnapshotOps, CatalogOps, HousekeepingOps, LinkOps):
+class TxnStore(TxnOps, LockOps, SnapshotOps, CatalogOps, HousekeepingOps, LinkOps, SettingsOps):
     """Transactions, write ids, locks, read snapshots and the table catalog in one database.
 
     Open one with :func:`open_store`. A store holds one connection; it may be

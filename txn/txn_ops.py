@@ -23,6 +23,7 @@ from txn.catalog import PartitionInfo
 from txn.db import Tx
 from txn.lock_sql import create_lock
 from txn.locks import DataOperationType, LockRequest, LockResponse, LockState
+from txn.settings import TXN_TIMEOUT_S, setting_value
 from txn.store_ops import StoreOps
 from txn.txn_sql import (
     ABORT_ROLLBACK,
@@ -38,7 +39,6 @@ from txn.txn_sql import (
 )
 
 __all__ = [
-    "DEFAULT_TXN_TIMEOUT_S",
     "MAX_OPEN_BATCH",
     "TXN_KEY_START",
     "HeartbeatResult",
@@ -48,8 +48,6 @@ __all__ = [
 
 MAX_OPEN_BATCH = 1000
 """``hive.txn.max.open.batch``: ``open_txns`` silently caps its count here."""
-DEFAULT_TXN_TIMEOUT_S = 300.0
-"""``hive.txn.timeout``: open txns without a heartbeat for this long are aborted by the reaper."""
 TXN_KEY_START = "_meta"
 """``TxnStore.TXN_KEY_START``: commit key/value keys must start with it."""
 
@@ -510,23 +508,26 @@ class TxnOps(StoreOps):
         return self._db.run("heartbeat_txn_range", body, idempotent=True)
 
     def reap_timed_out(
-        self, *, timeout_s: float = DEFAULT_TXN_TIMEOUT_S, now: float | None = None
+        self, *, timeout_s: float | None = None, now: float | None = None
     ) -> list[int]:
         """Abort open txns whose last heartbeat is older than ``timeout_s`` (Hive's
         ``performTimeOuts``), releasing their locks; also drop stale non-txn locks.
 
         Args:
-            timeout_s: ``hive.txn.timeout``.
+            timeout_s: ``hive.txn.timeout``; default (and normally): the metastore's
+                ``txn_timeout_s`` setting, read in the same DB transaction, which is what
+                writers heartbeat from. An explicit value is for tests and operators.
             now: Seconds since the epoch to judge against (default: the store clock).
 
         Returns:
             The aborted txn ids.
         """
         now_ms = int((self._clock() if now is None else now) * 1000)
-        cutoff = now_ms - int(timeout_s * 1000)
-        reason = f"{ABORT_TIMEOUT}: no heartbeat for more than {timeout_s:g}s"
 
         def body(tx: Tx) -> list[int]:
+            timeout = setting_value(tx, TXN_TIMEOUT_S).value if timeout_s is None else timeout_s
+            cutoff = now_ms - int(timeout * 1000)
+            reason = f"{ABORT_TIMEOUT}: no heartbeat for more than {timeout:g}s"
             rows = tx.q(
                 "SELECT TXN_ID FROM TXNS WHERE TXN_STATE = 'o' AND TXN_LAST_HEARTBEAT < ? "
                 f"ORDER BY TXN_ID{tx.for_update}",

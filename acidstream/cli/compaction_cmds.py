@@ -51,7 +51,7 @@ from txn.compaction_sql import (
 )
 from txn.config import StoreConfig
 from txn.namespaces import check_table_namespace, refuse_link, resolve_write
-from txn.store import DEFAULT_TXN_TIMEOUT_S, TxnStore
+from txn.store import TxnStore
 
 __all__ = ["register"]
 
@@ -397,7 +397,6 @@ def _compactor(args: argparse.Namespace) -> int:
         else Housekeeper(
             store_config.metastore_url,
             interval_s=args.housekeeping_interval,
-            txn_timeout_s=args.txn_timeout,
             on_report=_print_housekeeping,
         )
     )
@@ -513,10 +512,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--housekeeping-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="S",
         help=f"housekeeper interval (default {DEFAULT_INTERVAL_S:g})",
-    )  # fmt: skip
-    p.add_argument(
-        "--txn-timeout", type=float, default=DEFAULT_TXN_TIMEOUT_S, metavar="S",
-        help=f"abort open txns without a heartbeat for this long (default {DEFAULT_TXN_TIMEOUT_S:g})",
     )  # fmt: skip
     _engine_args(p)
     p.set_defaults(func=_compactor)

@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "acidstream.cli.recovery_cmds",
     "acidstream.cli.serve_cmds",
     "acidstream.cli.namespace_cmds",
+    "acidstream.cli.config_cmds",
 )
 
 

@@ -66,15 +66,15 @@ def _namespace(p: argparse.ArgumentParser) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from txn.store import DEFAULT_TXN_TIMEOUT_S
-
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument(
         "--txn-timeout",
         type=float,
-        default=DEFAULT_TXN_TIMEOUT_S,
+        default=None,
         metavar="SECONDS",
-        help=f"open txns silent this long are dead writers' (default {DEFAULT_TXN_TIMEOUT_S:g})",
+        help="open txns silent this long are dead writers' (default: the metastore's "
+        "txn_timeout_s, which writers heartbeat from; a shorter value also takes live "
+        "writers for dead)",
     )
     p.add_argument("--metastore", help="metastore URL (default: $ACIDSTREAM_METASTORE)")
     p.add_argument("--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE)")

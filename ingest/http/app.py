@@ -63,6 +63,7 @@ from ingest.http.idempotency import (
 from ingest.http.metrics import Metrics
 from recovery.housekeeper import Housekeeper, HousekeepingReport
 from txn.config import StoreConfig
+from txn.settings import check_txn_timeout_option
 from txn.store import TxnStore
 
 __all__ = ["IngestServer", "Problem", "create_app"]
@@ -162,10 +163,15 @@ class IngestServer:
             _warm_up_arrow()
             self._index = IdempotencyIndex(self.store_config.open())
             self._health = self.store_config.open()
+            # The txn timeout is the metastore's: a config value must agree with it, and
+            # idempotency keys must outlive it.
+            timeout = check_txn_timeout_option(
+                self._health, self.config.txn_timeout_s, option="txn_timeout_s in the config"
+            )
+            self.config.check_retention(timeout)
             self._housekeeper = Housekeeper(
                 self.store_config.metastore_url,
                 interval_s=self.config.housekeeping_interval_s,
-                txn_timeout_s=self.config.txn_timeout_s,
                 on_report=self._after_housekeeping,
             )
             self._housekeeper.start()

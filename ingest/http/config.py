@@ -216,7 +216,9 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     commit: CommitWindow = field(default_factory=CommitWindow)
     flume: FlumeSettings = field(default_factory=FlumeSettings)
-    txn_timeout_s: float = 300.0
+    # Deprecated: the txn timeout is the metastore's (``acidstream config set txn_timeout_s``);
+    # a value here must equal it (checked when the server opens the metastore).
+    txn_timeout_s: float | None = None
     housekeeping_interval_s: float = 60.0
     idempotency_retention_s: float = 86_400.0
     shutdown_timeout_s: float = 30.0
@@ -225,17 +227,14 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"listen.port must be 0..65535, got {self.port}")
-        if self.txn_timeout_s <= 0 or self.housekeeping_interval_s <= 0:
+        if (self.txn_timeout_s is not None and self.txn_timeout_s <= 0) or (
+            self.housekeeping_interval_s <= 0
+        ):
             raise ConfigError("txn_timeout_s and housekeeping_interval_s must be > 0")
         if self.shutdown_timeout_s <= 0:
             raise ConfigError("shutdown_timeout_s must be > 0")
-        if self.idempotency_retention_s < self.txn_timeout_s:
-            # A key must outlive the txn that may still commit it, or a retry could write
-            # the same records twice.
-            raise ConfigError(
-                f"idempotency_retention_s ({self.idempotency_retention_s:g}) must be at "
-                f"least txn_timeout_s ({self.txn_timeout_s:g})"
-            )
+        if self.txn_timeout_s is not None:
+            self.check_retention(self.txn_timeout_s)
         ft = self.flume.default_table
         if ft is not None and str(TableName.parse(ft)) not in self.tables:
             raise ConfigError(f"flume.default_table {ft!r} is not one of tables")
@@ -243,6 +242,21 @@ class ServerConfig:
             # A server with no table can only answer 404: a wrong or empty file, not a
             # deliberate setup.
             raise ConfigError("no tables configured: tables must name at least one db.table")
+
+    def check_retention(self, txn_timeout_s: float) -> None:
+        """Refuse an ``idempotency_retention_s`` shorter than the txn timeout (the
+        metastore's, checked again when the server opens it).
+
+        Raises:
+            ConfigError: names both values.
+        """
+        if self.idempotency_retention_s < txn_timeout_s:
+            # A key must outlive the txn that may still commit it, or a retry could write
+            # the same records twice.
+            raise ConfigError(
+                f"idempotency_retention_s ({self.idempotency_retention_s:g}) must be at "
+                f"least txn_timeout_s ({txn_timeout_s:g})"
+            )
 
     @classmethod
     def load(

@@ -103,7 +103,8 @@ class TableWriter:
         max_queue: requests waiting for a commit beyond which :meth:`submit` refuses (429).
         index: the server's idempotency index (told about committed keys).
         metrics: the server's metrics.
-        txn_timeout_s: the metastore's txn timeout (heartbeats every half of it).
+        txn_timeout_s: deprecated (the server config's): ``None``, or the metastore's
+            txn timeout, which heartbeats follow; another value is refused at open.
     """
 
     def __init__(
@@ -115,7 +116,7 @@ class TableWriter:
         max_queue: int,
         index: IdempotencyIndex,
         metrics: Metrics,
-        txn_timeout_s: float,
+        txn_timeout_s: float | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.qualified

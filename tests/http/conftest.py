@@ -116,7 +116,10 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
 def base_config(
     store_url: str, warehouse: str, tables: Mapping[str, Mapping[str, Any]], **extra: Any
 ) -> dict[str, Any]:
-    """A server config over ``store_url``; ``extra`` keys override (``commit``, ``limits``...)."""
+    """A server config over ``store_url``; ``extra`` keys override (``commit``, ``limits``...).
+
+    ``txn_timeout_s`` is the metastore's setting: it is stored there (as ``acidstream
+    config set`` does) instead of going into the server's config."""
     cfg: dict[str, Any] = {
         "listen": {"host": "127.0.0.1", "port": 0},
         "metastore": store_url,
@@ -128,6 +131,8 @@ def base_config(
         "log_level": "warning",
     }
     cfg.update(extra)
+    with open_store(store_url) as s:
+        s.set_setting("txn_timeout_s", cfg.pop("txn_timeout_s"))
     return cfg
 
 

@@ -67,10 +67,9 @@ def test_killed_writer_txn_is_aborted_and_unlocked_within_timeout_plus_interval(
     store_url: str, store: TxnStore
 ) -> None:
     make_table(store)
+    store.set_setting("txn_timeout_s", TIMEOUT_S)  # the metastore's, not the housekeeper's
     reports = _Reports()
-    keeper = Housekeeper(
-        store_url, interval_s=INTERVAL_S, txn_timeout_s=TIMEOUT_S, on_report=reports
-    )
+    keeper = Housekeeper(store_url, interval_s=INTERVAL_S, on_report=reports)
     keeper.start()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writer = subprocess.Popen(
@@ -156,7 +155,7 @@ def test_pass_purges_obsolete_records_and_keeps_every_snapshot(
     clock.advance(3600)
     store.heartbeat_txn_range(o, o)  # o's writer is alive
 
-    keeper = Housekeeper(store_url, clock=clock, txn_timeout_s=300, history_retention_s=600)
+    keeper = Housekeeper(store_url, clock=clock, history_retention_s=600)
     with keeper:
         report = keeper.run_once()
         again = keeper.run_once()
@@ -187,7 +186,7 @@ def test_pass_aborts_only_timed_out_txns(store_url: str, store: TxnStore, clock:
     clock.advance(200)
     store.heartbeat_txn_range(young, young)
     clock.advance(150)
-    with Housekeeper(store_url, clock=clock, txn_timeout_s=300) as keeper:
+    with Housekeeper(store_url, clock=clock) as keeper:  # the default timeout: 300 s
         assert keeper.run_once().timed_out_txns == (old,)
     assert store.txn_state(young) is TxnState.OPEN
     assert store.show_locks() == []
@@ -196,11 +195,25 @@ def test_pass_aborts_only_timed_out_txns(store_url: str, store: TxnStore, clock:
 def test_options_are_checked() -> None:
     with pytest.raises(ConfigError, match="interval_s"):
         Housekeeper("sqlite:///x.db", interval_s=0)
-    with pytest.raises(ConfigError, match="txn_timeout_s"):
-        Housekeeper("sqlite:///x.db", txn_timeout_s=-1)
-    with pytest.raises(ConfigError, match="at least txn_timeout_s"):
-        Housekeeper("sqlite:///x.db", txn_timeout_s=300, history_retention_s=60)
-    assert Housekeeper("sqlite:///x.db", txn_timeout_s=900).history_retention_s == 900
+    with pytest.raises(ConfigError, match="history_retention_s"):
+        Housekeeper("sqlite:///x.db", history_retention_s=0)
+
+
+def test_retention_is_at_least_the_metastores_txn_timeout(
+    store_url: str, store: TxnStore, clock: FakeClock
+) -> None:
+    """A committed txn's record outlives the metastore's timeout even when the
+    housekeeper's retention is shorter: a heartbeat racing its commit still finds it."""
+    make_table(store)
+    store.set_setting("txn_timeout_s", 900)
+    (t,) = store.open_txns(1, user="u", host="h")
+    store.commit_txn(t)
+    clock.advance(600)  # past the 60 s retention, not past the 900 s timeout
+    with Housekeeper(store_url, clock=clock, history_retention_s=60) as keeper:
+        report = keeper.run_once()
+    assert report.txn_timeout_s == 900
+    assert report.committed_txn_rows == 0
+    assert store.txn_state(t) is TxnState.COMMITTED
 
 
 def _cli(argv: list[str]) -> int:
@@ -219,10 +232,12 @@ def test_cli_runs_one_pass_and_prints_a_summary(
     store.database.run(
         "stale", lambda tx: tx.x("UPDATE TXNS SET TXN_LAST_HEARTBEAT = 0 WHERE TXN_ID = ?", t)
     )
-    assert _cli(["housekeeping", "--metastore", store_url, "--txn-timeout", "60"]) == 0
+    store.set_setting("txn_timeout_s", 60)
+    assert _cli(["housekeeping", "--metastore", store_url]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["step", "result"]
-    assert out[2].split() == ["timed-out", "txns", "aborted", "1", "(txnid", f"{t})"]
+    assert out[2].split() == ["txn", "timeout", "(metastore)", "60", "s"]
+    assert out[3].split() == ["timed-out", "txns", "aborted", "1", "(txnid", f"{t})"]
     assert any(line.startswith("committed TXNS rows purged") for line in out)
     assert store.txn_state(t) is TxnState.ABORTED
 

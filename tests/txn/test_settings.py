@@ -1,0 +1,177 @@
+"""Metastore settings: the txn timeout is the metastore's, typed and validated, and the
+clients that once carried their own copy follow it or are refused (issue 29, item 5)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acid.errors import ConfigError
+from ingest.connection import StreamingConnection, StreamingOptions
+from ingest.record_writers import StrictJsonWriter
+from tests.txn.conftest import make_table
+from txn.heartbeat import Heartbeater
+from txn.settings import SETTINGS, TXN_TIMEOUT_S, check_txn_timeout_option
+from txn.store import TxnStore, open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_txn_timeout_defaults_to_300_s_from_the_registry(store: TxnStore) -> None:
+    value = store.setting(TXN_TIMEOUT_S)
+    assert (value.value, value.is_default) == (300.0, True)
+    assert store.txn_timeout_s() == 300.0
+    assert [v.key for v in store.settings()] == sorted(SETTINGS)
+
+
+def test_set_txn_timeout_is_seen_by_every_client_of_the_metastore(store: TxnStore) -> None:
+    stored = store.set_setting(TXN_TIMEOUT_S, "3")
+    assert (stored.value, stored.is_default) == (3.0, False)
+    with open_store(store.url) as other:  # another client (process) of the same metastore
+        assert other.txn_timeout_s() == 3.0
+        assert other.setting(TXN_TIMEOUT_S).is_default is False
+    store.set_setting(TXN_TIMEOUT_S, 2.5)
+    assert store.txn_timeout_s() == 2.5
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("txn_timeout", "3", "unknown metastore setting 'txn_timeout'; known settings: txn_t"),
+        (TXN_TIMEOUT_S, "abc", "txn_timeout_s must be a number of seconds, not 'abc'"),
+        (TXN_TIMEOUT_S, "0", "txn_timeout_s must be between 1 and 86400s, not '0'"),
+        (TXN_TIMEOUT_S, "-5", "txn_timeout_s must be between 1 and 86400s"),
+        (TXN_TIMEOUT_S, "nan", "txn_timeout_s must be between 1 and 86400s"),
+        (TXN_TIMEOUT_S, "inf", "txn_timeout_s must be between 1 and 86400s"),
+        (TXN_TIMEOUT_S, "1e9", "txn_timeout_s must be between 1 and 86400s"),
+    ],
+)
+def test_bad_keys_and_values_are_refused_and_nothing_is_stored(
+    store: TxnStore, key: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        store.set_setting(key, value)
+    assert store.setting(TXN_TIMEOUT_S).is_default
+
+
+def test_a_writer_option_contradicting_the_metastore_is_refused_at_open(
+    store: TxnStore,
+) -> None:
+    """Measured in the issue: a writer with its own txn_timeout_s=900 heartbeated every
+    450 s and a default housekeeper aborted it while healthy. Now it does not open."""
+    make_table(store)
+    opts = StreamingOptions(txn_timeout_s=900, housekeeping_interval_s=None)
+    with pytest.raises(ConfigError) as e:
+        StreamingConnection("t", record_writer=StrictJsonWriter(), store=store, options=opts)
+    assert "txn_timeout_s=900" in str(e.value)
+    assert "metastore's txn_timeout_s=300" in str(e.value)
+    # The same value as the metastore's is accepted (a config written for the old option).
+    same = StreamingOptions(txn_timeout_s=300, housekeeping_interval_s=None)
+    StreamingConnection("t", record_writer=StrictJsonWriter(), store=store, options=same).close()
+
+
+def test_check_names_the_option_and_both_values(store: TxnStore) -> None:
+    store.set_setting(TXN_TIMEOUT_S, 3)
+    assert check_txn_timeout_option(store, None, option="sink option txnTimeout") == 3.0
+    assert check_txn_timeout_option(store, 3.0, option="sink option txnTimeout") == 3.0
+    with pytest.raises(ConfigError, match=r"sink option txnTimeout=2 contradicts the metastore's"):
+        check_txn_timeout_option(store, 2, option="sink option txnTimeout")
+
+
+def test_heartbeats_follow_the_metastores_timeout_and_its_changes(store: TxnStore) -> None:
+    hb = Heartbeater(
+        open_store(store.url), txn_range=lambda: None, on_lost=lambda _: None
+    )  # not started: the thread's re-read is called by hand
+    try:
+        assert hb.interval_s == 150.0  # half of the default 300 s
+        store.set_setting(TXN_TIMEOUT_S, 4)
+        hb.refresh_interval()
+        assert hb.interval_s == 2.0
+    finally:
+        hb.stop()
+    # An explicit interval can only make beats more frequent, never stretch them past half
+    # the metastore's timeout (the option once let a writer be taken for dead).
+    long = Heartbeater(
+        open_store(store.url), interval_s=3600, txn_range=lambda: None, on_lost=lambda _: None
+    )
+    short = Heartbeater(
+        open_store(store.url), interval_s=0.5, txn_range=lambda: None, on_lost=lambda _: None
+    )
+    try:
+        assert (long.interval_s, short.interval_s) == (2.0, 0.5)
+    finally:
+        long.stop()
+        short.stop()
+
+
+# -- the command line (real processes) ---------------------------------------------------------
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("ACIDSTREAM_METASTORE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "acidstream.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+def test_cli_config_set_and_get_round_trip(store: TxnStore) -> None:
+    url = store.url
+    before = _cli("config", "get", "--metastore", url)
+    assert before.returncode == 0, before.stderr
+    lines = before.stdout.splitlines()
+    assert lines[0].split()[:4] == ["setting", "value", "source", "default"]
+    assert lines[2].split()[:4] == ["txn_timeout_s", "300s", "default", "300s"]
+    done = _cli("config", "set", "txn_timeout_s", "3", "--metastore", url)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "txn_timeout_s = 3s\n", "")
+    one = _cli("config", "get", "txn_timeout_s", "--metastore", url)
+    assert (one.returncode, one.stdout) == (0, "3\n")
+    after = _cli("config", "get", "--metastore", url)
+    assert after.stdout.splitlines()[2].split()[:4] == ["txn_timeout_s", "3s", "set", "300s"]
+    assert store.txn_timeout_s() == 3.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ("set", "txn_timeout", "3"),
+            "acidstream: error: unknown metastore setting 'txn_timeout'; "
+            "known settings: txn_timeout_s",
+        ),
+        (("get", "nope"), "acidstream: error: unknown metastore setting 'nope'"),
+        (
+            ("set", "txn_timeout_s", "soon"),
+            "acidstream: error: txn_timeout_s must be a number of seconds, not 'soon'",
+        ),
+        (
+            ("set", "txn_timeout_s", "0.1"),
+            "acidstream: error: txn_timeout_s must be between 1 and 86400s, not '0.1'",
+        ),
+    ],
+)
+def test_cli_config_refuses_bad_keys_and_values_in_one_line(
+    store: TxnStore, argv: tuple[str, ...], message: str
+) -> None:
+    out = _cli("config", *argv, "--metastore", store.url)
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert out.stderr.startswith(message)
+    assert len(out.stderr.splitlines()) == 1
+    assert store.setting(TXN_TIMEOUT_S).is_default
+
+
+def test_cli_config_on_a_missing_metastore_creates_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/nothing.db"
+    for argv in (("get",), ("set", "txn_timeout_s", "5")):
+        out = _cli("config", *argv, "--metastore", url)
+        assert out.returncode == 1
+        assert out.stderr == f"acidstream: error: no metastore at {url}\n"
+    assert not (tmp_path / "nothing.db").exists()
