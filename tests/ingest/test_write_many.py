@@ -229,8 +229,9 @@ def _run(
     return outcomes, files, parts, rows
 
 
+# WRITE_MANY_EXAMPLES=250 for a longer search than the suite's.
 FAST = settings(
-    max_examples=int(os.environ.get("M_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("WRITE_MANY_EXAMPLES", "25")),
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
