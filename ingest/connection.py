@@ -456,10 +456,10 @@ class StreamingConnection:
         if len(good):
             if self._dynamic and enc.partitions is not None:
                 for k, (v, rows) in enumerate(self._place.partition_groups(enc.partitions)):
-                    pos = rows.to_numpy(zero_copy_only=False)
-                    gid[pos] = k
+                    at = rows.to_numpy(zero_copy_only=False)  # rows of ``enc.table``
+                    gid[at] = k
                     values.append(v)
-                    members.append(good[pos])
+                    members.append(good[at])
             else:
                 values.append(self._static if self._static is not None else ())
                 members.append(good)
