@@ -166,7 +166,7 @@ class IngestServer:
             # The txn timeout is the metastore's: a config value must agree with it, and
             # idempotency keys must outlive it.
             timeout = check_txn_timeout_option(
-                self._health, self.config.txn_timeout_s, option="txn_timeout_s in the config"
+                self._health, self.config.txn_timeout_s, option="the server config's txn_timeout_s"
             )
             self.config.check_retention(timeout)
             self._housekeeper = Housekeeper(
