@@ -175,3 +175,27 @@ def test_cli_config_on_a_missing_metastore_creates_nothing(tmp_path: Path) -> No
         assert out.returncode == 1
         assert out.stderr == f"acidstream: error: no metastore at {url}\n"
     assert not (tmp_path / "nothing.db").exists()
+
+
+def test_a_sink_option_contradicting_the_metastore_is_refused_on_the_driver(
+    store: TxnStore,
+) -> None:
+    from sinks.foreach_batch import AcidSink, SinkOptions
+
+    make_table(store)
+    store.set_setting(TXN_TIMEOUT_S, 60)
+    sink = AcidSink(
+        table="default.t",
+        metastore=store.url,
+        options=SinkOptions.from_options({"txnTimeout": "300"}),
+    )
+    with pytest.raises(ConfigError) as e:
+        sink._open()  # the driver's setup, before the first micro-batch
+    assert str(e.value).startswith(
+        "sink option txnTimeout=300 contradicts the metastore's txn_timeout_s=60"
+    )
+    # Without the option the sink follows the metastore.
+    ok = AcidSink(table="default.t", metastore=store.url)
+    ok._open()
+    assert ok._store is not None
+    ok._store.close()
