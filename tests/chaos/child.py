@@ -121,7 +121,6 @@ def run_connection(spec: dict[str, Any], say: Callable[[str], None] = _print) ->
     opts = StreamingOptions(
         txns_per_batch=int(spec["txns_per_batch"]),
         memory_limit_bytes=int(spec.get("memory_limit_bytes", 1 << 20)),
-        txn_timeout_s=float(spec.get("txn_timeout_s", 300.0)),
         housekeeping_interval_s=None,
     )
     say(f"start {start}")
