@@ -333,6 +333,11 @@ def _check_data_file(w: _Walk, f: FileInfo, parsed: ParsedBase | ParsedDelta) ->
                     write_ids=(lo, hi),
                 )
                 length = side.last
+        elif states is not None and states.range_all_aborted(lo, hi):
+            # Every write id of the directory is aborted: no committed row can be in the
+            # file, whatever its side file says; the directory is an ``aborted_dir``
+            # (``_classify_dir``), which repair removes whole. Nothing in it is read.
+            return
         else:
             # No metastore (fsck PATH): no write id can be shown aborted.
             state_of = states.state if states is not None else (lambda _wid: "unknown")

@@ -229,3 +229,34 @@ def test_dry_run_lists_exactly_what_apply_does_for_every_finding_kind(store: Txn
         "abort_txns", "recover_file", "remove_dir", "register_partition", "quarantine", "none",
     }  # fmt: skip
     assert [a for a in done.actions if a.error] == []
+
+
+@pytest.mark.parametrize("side", [b"", encode_flush_length(0), b"\x00\x00\x00"])
+def test_a_dead_writers_file_in_a_wholly_aborted_directory_is_no_side_file_error(
+    store: TxnStore, side: bytes
+) -> None:
+    """A writer killed before its first commit, its txns reaped: whatever its side file
+    holds (nothing, a length of 0, a torn entry), no committed row can be in the file, so
+    fsck reports the aborted directory (a warning) and no ``bad_side_file`` error, and
+    repair removes the directory."""
+    t = make_table(store)
+    clean = connection_spec(store.url, t, events=20, rows_per_txn=10, txns_per_batch=1)
+    code, _o, err = run_child(clean)
+    assert code == 0, err
+    spec = connection_spec(
+        store.url, t, events=40, rows_per_txn=10, txns_per_batch=2,
+        hook={"step": "commit_txn.before_commit", "at": 1, "action": "kill"},
+    )  # fmt: skip
+    code, _o, err = run_child(spec)
+    assert code == -signal.SIGKILL, err
+    dead = [Path(p) for p, _ in data_files(t) if Path(f"{p}_flush_length").exists()]
+    assert len(dead) == 1
+    Path(f"{dead[0]}_flush_length").write_bytes(side)
+    plan, done = plan_and_apply(store, t)
+    kinds = {f.kind for f in plan.before.findings}
+    assert "aborted_dir" in kinds and "bad_side_file" not in kinds, plan.before.findings
+    assert plan.before.exit_code != 7, plan.before.findings
+    assert steps(plan) == steps(done)
+    assert not dead[0].parent.exists()
+    assert sorted(snapshot_ids(store, t)) == list(range(20))
+    assert done.after is not None and done.after.clean, done.after.findings
