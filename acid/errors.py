@@ -2,7 +2,9 @@
 
 Errors are classified by what the caller should do next, not by where they
 were raised. ``acid`` is the root package of the dependency graph, so the
-hierarchy lives here and ``txn``, ``ingest`` and ``sinks`` import it.
+hierarchy's root and the errors of the format, metastore and writers live here. Errors of
+a higher layer live with it and derive from :class:`AcidStreamError`: the Kafka source's in
+``sources/errors.py``, the embedded broker's and the jobs' in ``acidstream/jobs/errors.py``.
 """
 
 from __future__ import annotations
@@ -14,19 +16,15 @@ import re
 __all__ = [
     "AcidFormatError",
     "AcidStreamError",
-    "BrokerError",
     "CommitConflictError",
     "CommitStateUnknownError",
     "ConfigError",
-    "DataLossError",
-    "JobFailedError",
     "LinkReadOnlyError",
     "LockTimeoutError",
     "NamespaceError",
     "NotEnoughHistoryError",
     "SerializationError",
     "SideFileError",
-    "SourceError",
     "StorageError",
     "TableNotFoundError",
     "TransactionError",
@@ -137,26 +135,3 @@ def storage_error(cause: OSError, doing: str, outcome: str) -> StorageError:
     err = StorageError(f"{doing} failed: {reason}{name}; {outcome}")
     err.errno = code
     return err
-
-
-class SourceError(AcidStreamError):
-    """Kafka could not be read: broker unreachable, topic unknown, lookups failed."""
-
-
-class DataLossError(SourceError):
-    """Offsets the query still needs are gone (``failOnDataLoss=true``).
-
-    Raised when records were deleted before being read (retention, deleted
-    records), a partition or topic disappeared, or a partition's offsets went
-    backwards (topic re-created). Set ``failOnDataLoss=false`` to continue
-    from what is still there.
-    """
-
-
-class BrokerError(AcidStreamError):
-    """The embedded broker could not be found, started or reached."""
-
-
-class JobFailedError(AcidStreamError):
-    """A streaming job stopped on a failure. The message names the cause (the first
-    acidstream error found in Spark's report) and what to do about it."""

@@ -39,7 +39,7 @@ _EXPORTS = {
     "ReadOptions": "acidstream.read_options",
     "TableDef": "txn.catalog",
     "AcidTableSource": "sources.acid_table",
-    "AcidReadTxn": "sources.acid_table_txn",
+    "AcidReadTxn": "txn.read_txn",
     "AcidStreamError": "acid.errors",
     "ConfigError": "acid.errors",
     "SerializationError": "acid.errors",
@@ -110,8 +110,8 @@ if TYPE_CHECKING:
     )
     from sinks.foreach_batch import AcidSink, SinkOptions
     from sources.acid_table import AcidTableSource
-    from sources.acid_table_txn import AcidReadTxn
     from txn.catalog import TableDef
+    from txn.read_txn import AcidReadTxn
     from txn.store import open_store
 
 

@@ -33,8 +33,8 @@ from txn.namespaces import check_table_namespace, resolve_read, scan_read
 
 if TYPE_CHECKING:
     from acid.reader import Scan
-    from sources.acid_table_txn import AcidReadTxn
     from txn.catalog import TableDef
+    from txn.read_txn import AcidReadTxn
 
 __all__ = [
     "NoSnapshotWarning",
@@ -258,8 +258,8 @@ def _check_snapshot_table(write_ids: ValidWriteIdList | str, table: str) -> None
 def _open_lease(cfg: StoreConfig, store: Any, table: str) -> AcidReadTxn | None:
     """A read txn for a snapshot read of ``table``, or None (said in the log) where the
     metastore cannot take one."""
-    from sources.acid_table_txn import AcidReadTxn
     from txn.migrations import SCHEMA_VERSION
+    from txn.read_txn import AcidReadTxn
 
     if store.schema_version != SCHEMA_VERSION:
         log.info("reading %s without a read txn: the metastore's schema is older", table)

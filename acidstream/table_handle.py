@@ -37,9 +37,9 @@ from acidstream.snapshot_read import READ_AGENT, scan_table
 from txn.config import StoreConfig
 
 if TYPE_CHECKING:
-    from sources.acid_table_txn import AcidReadTxn
     from txn.catalog import TableDef
     from txn.namespaces import ReadRef
+    from txn.read_txn import AcidReadTxn
 
 __all__ = ["Snapshot", "Table", "TableDescription", "read_table", "table"]
 
@@ -182,7 +182,7 @@ class Table:
     def snapshot(self) -> Iterator[Snapshot]:
         """Hold one snapshot: every read of this handle inside the block (``read``,
         ``scan``, ``spark``) sees it, whatever commits meanwhile. It is taken under a
-        read txn (:class:`~sources.acid_table_txn.AcidReadTxn`, heartbeaten), so the
+        read txn (:class:`~txn.read_txn.AcidReadTxn`, heartbeaten), so the
         Cleaner keeps the files it reads until the block ends and the txn commits.
 
         Raises:
@@ -190,7 +190,7 @@ class Table:
             TransactionError: the read txn was aborted meanwhile (a read or the end of
                 the block says so: files of the snapshot may be gone).
         """
-        from sources.acid_table_txn import AcidReadTxn
+        from txn.read_txn import AcidReadTxn
 
         with self._lock:
             if self._snapshot is not None:

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sinks.broker import EmbeddedBroker
-from sinks.config import KafkaJobConfig
-from sinks.kafka_job import run_kafka_job, spark_session
-from sinks.sample_events import produce_sample_events
+from acidstream.jobs.broker import EmbeddedBroker
+from acidstream.jobs.config import KafkaJobConfig
+from acidstream.jobs.kafka_job import run_kafka_job, spark_session
+from acidstream.jobs.sample_events import produce_sample_events
 
 COLUMNS = "id bigint, user_name string, amount decimal(10,2), event_time timestamp"
 

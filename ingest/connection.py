@@ -50,11 +50,11 @@ from ingest.parse_ahead import AheadParser, ParsedBlock, parse_stream
 from ingest.record_writers import BoundRecordWriter, RecordWriter
 from ingest.static_partition import canonical_partition_values, static_partition_values
 from ingest.stats import ConnectionStats, StatsCounter
-from recovery.housekeeper import Housekeeper
 from txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
 from txn.catalog import TableDef
 from txn.config import StoreConfig
 from txn.heartbeat import Heartbeater
+from txn.housekeeper import Housekeeper
 from txn.namespaces import resolve_write
 from txn.settings import check_txn_timeout_option
 from txn.store import TxnState, TxnStore, open_store
@@ -86,7 +86,7 @@ class StreamingOptions:
             of this connection in it (with the reason) instead of raising
             ``SerializationError`` (``ingest.dead_letter``).
         lock_wait_s: how long ``begin_transaction`` waits for the table lock.
-        housekeeping_interval_s: run the housekeeper (``recovery.housekeeper``: abort txns
+        housekeeping_interval_s: run the housekeeper (``txn.housekeeper``: abort txns
             of dead writers whose heartbeat is older than the metastore's txn timeout, purge
             what Hive purges) on its own thread every this many seconds while the
             connection is open; ``None``: not in this process.
@@ -121,7 +121,6 @@ class StreamingOptions:
             raise ConfigError("housekeeping_interval_s must be > 0 (or None)")
         if not -1 <= self.statement_id < layout.MAX_STATEMENTS_PER_TXN:
             raise ConfigError("statement_id must be in [-1, 10000)")
-
 
 
 Key = tuple[str, int]  # (partition directory, bucket)

@@ -1,5 +1,4 @@
-"""recovery: crash recovery and housekeeping of the metastore (``docs/housekeeping.md``)."""
+"""recovery: crash recovery of tables and streaming files (fsck, repair, sink state).
 
-from recovery.housekeeper import Housekeeper, HousekeepingReport
-
-__all__ = ["Housekeeper", "HousekeepingReport"]
+The housekeeper (timed-out txns, history pruning) lives in ``txn.housekeeper``
+(``docs/housekeeping.md``)."""

@@ -98,8 +98,8 @@ from sources.acid_table_plan import (
     plan_partitions,
     read_partition,
 )
-from sources.acid_table_txn import LEASE_AGENT, AcidReadTxn, reader_user
 from txn.namespaces import link_allows, resolve_read
+from txn.read_txn import LEASE_AGENT, AcidReadTxn, reader_user
 
 __all__ = [
     "LEASE_AGENT",

@@ -62,7 +62,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from acid.errors import ConfigError, DataLossError, SourceError
+from acid.errors import ConfigError
+from sources.errors import DataLossError, SourceError
 from sources.kafka_options import (
     _TP,
     EARLIEST,

@@ -2,7 +2,7 @@
 
 :class:`HousekeepingOps` is the housekeeping half of :class:`~txn.store.TxnStore`; each
 method is one database transaction and may run in any process, any number of times
-(every step is idempotent). :class:`recovery.housekeeper.Housekeeper` runs them
+(every step is idempotent). :class:`txn.housekeeper.Housekeeper` runs them
 periodically together with the heartbeat reaper (``reap_timed_out``).
 
 What is purged, and why it is safe (Hive's rules, spec §6.3, tightened where noted):

@@ -37,7 +37,6 @@ from acidstream.cli.output import print_table
 from acidstream.cli.txn_cmds import _open
 from compaction.config import CompactorConfig
 from compaction.service import Compactor, PassReport
-from recovery.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
 from txn.compaction_sql import (
     FAILED,
     INITIATED,
@@ -50,6 +49,7 @@ from txn.compaction_sql import (
     CompactionRecord,
 )
 from txn.config import StoreConfig
+from txn.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
 from txn.namespaces import check_table_namespace, refuse_link, resolve_write
 from txn.store import TxnStore
 

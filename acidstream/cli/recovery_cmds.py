@@ -257,7 +257,7 @@ def _cmd_sink_state(args: argparse.Namespace) -> int:
     metastore, warehouse = args.metastore, args.warehouse
     namespace: str | None = args.namespace
     if target.endswith((".yaml", ".yml")) or os.path.isfile(target):
-        from sinks.config import KafkaJobConfig
+        from acidstream.jobs.config import KafkaJobConfig
 
         job = KafkaJobConfig.load(target)
         table_name = job.table.name

@@ -49,7 +49,7 @@ def _count(text: str) -> int:
 
 
 def _cmd_run_kafka(args: argparse.Namespace) -> int:
-    from sinks.config import KafkaJobConfig
+    from acidstream.jobs.config import KafkaJobConfig
 
     overrides = {
         "kafka.bootstrap_servers": args.bootstrap, "kafka.topic": args.topic,
@@ -100,8 +100,8 @@ def fresh_demo_state(config: Any) -> str | None:
 def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: float | None) -> int:
     """Run the job; with the embedded broker, produce sample events first and print a
     per-partition summary read back from the table."""
-    from sinks.broker import EmbeddedBroker
-    from sinks.kafka_job import run_kafka_job
+    from acidstream.jobs.broker import EmbeddedBroker
+    from acidstream.jobs.kafka_job import run_kafka_job
 
     timings: list[tuple[str, float]] = []
     broker = None
@@ -117,7 +117,7 @@ def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: fl
             broker.create_topic(config.kafka.topic, config.kafka.partitions)
             if config.kafka.end_offsets_from is None:
                 # Tansu's ListOffsets(latest) is wrong for multi-record batches; the fetch
-                # high watermark is right (sinks/broker.py).
+                # high watermark is right (acidstream/jobs/broker.py).
                 import dataclasses
 
                 config = dataclasses.replace(
@@ -130,7 +130,7 @@ def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: fl
         if sample_events:
             from kafka import KafkaProducer
 
-            from sinks.sample_events import produce_sample_events
+            from acidstream.jobs.sample_events import produce_sample_events
 
             t = time.monotonic()
             producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)

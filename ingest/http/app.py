@@ -61,8 +61,8 @@ from ingest.http.idempotency import (
     key_hash,
 )
 from ingest.http.metrics import Metrics
-from recovery.housekeeper import Housekeeper, HousekeepingReport
 from txn.config import StoreConfig
+from txn.housekeeper import Housekeeper, HousekeepingReport
 from txn.settings import check_txn_timeout_option
 from txn.store import TxnStore
 

@@ -173,11 +173,11 @@ def run_compactor(spec: dict[str, Any], say: Callable[[str], None] = _print) -> 
 
 
 def run_kafka(spec: dict[str, Any]) -> int:
-    """The Kafka job's driver (``sinks.kafka_job.run_kafka_job``) until the topic is read
+    """The Kafka job's driver (``acidstream.jobs.kafka_job.run_kafka_job``) until the topic is read
     (``availableNow``); the hook runs in the driver only."""
     from acid.errors import AcidStreamError
-    from sinks.config import KafkaJobConfig
-    from sinks.kafka_job import run_kafka_job
+    from acidstream.jobs.config import KafkaJobConfig
+    from acidstream.jobs.kafka_job import run_kafka_job
 
     _install_hook(spec, None)
     cfg = KafkaJobConfig.load(None, overrides=spec["flat"], env={})

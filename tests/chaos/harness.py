@@ -722,7 +722,7 @@ def scenario_kafka_driver_kill(store_url: str, warehouse: str, seed: int) -> Res
     recover, restart it: every event of the topic once."""
     import uuid
 
-    from sinks.sample_events import sample_event
+    from acidstream.jobs.sample_events import sample_event
 
     broker = KAFKA.get("broker")
     if broker is None:

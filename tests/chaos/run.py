@@ -82,7 +82,7 @@ def _start_broker() -> None:
     import atexit
 
     try:
-        from sinks.broker import EmbeddedBroker
+        from acidstream.jobs.broker import EmbeddedBroker
 
         broker = EmbeddedBroker().start()
     except Exception as e:  # no broker binary: the Kafka scenarios report themselves skipped

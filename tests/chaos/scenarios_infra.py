@@ -44,7 +44,7 @@ TASK_STEP = "sink.task_after_flush"
 
 def _produce(producer: Any, topic: str, ids: range, seed: int) -> None:
     """Events ``ids`` of the seed's deterministic stream (``id`` is the event number)."""
-    from sinks.sample_events import sample_event
+    from acidstream.jobs.sample_events import sample_event
 
     rnd = random.Random(seed)
     for i in range(ids.stop):

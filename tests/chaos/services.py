@@ -117,7 +117,7 @@ def _moto_server() -> str | None:
 def s3_broker_unavailable() -> str | None:
     """Why the restartable broker cannot run here, or ``None``."""
     try:
-        from sinks.broker import find_broker_binary
+        from acidstream.jobs.broker import find_broker_binary
 
         find_broker_binary()
     except Exception as e:  # no wheel, no binary: the scenario is not run
@@ -162,7 +162,7 @@ class S3Broker:
     again keep every topic and record."""
 
     def __init__(self, bucket: str, log_path: Path) -> None:
-        from sinks.broker import find_broker_binary
+        from acidstream.jobs.broker import find_broker_binary
 
         self.binary = find_broker_binary()
         self.bucket = bucket

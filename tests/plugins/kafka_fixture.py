@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sinks.broker import BrokerError, EmbeddedBroker
+from acidstream.jobs.broker import BrokerError, EmbeddedBroker
 
 
 class KafkaTestBroker:
@@ -52,7 +52,7 @@ class KafkaTestBroker:
         """Send ``values`` (and ``keys``) and flush; returns ``(partition, offset)`` per record.
 
         One record per batch (the broker's ``producer()`` default) because
-        Tansu's ListOffsets is only right then; see ``sinks/broker.py``.
+        Tansu's ListOffsets is only right then; see ``acidstream/jobs/broker.py``.
         """
         if keys is not None and len(keys) != len(values):
             raise ValueError("keys and values differ in length")

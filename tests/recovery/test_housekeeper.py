@@ -17,10 +17,10 @@ import pytest
 
 from acid.errors import ConfigError
 from acidstream.cli import housekeeping_cmds
-from recovery import Housekeeper, HousekeepingReport
 from tests.plugins.store_fixture import FakeClock
 from tests.txn.conftest import make_table, write_lock
 from txn import TxnState, TxnStore
+from txn.housekeeper import Housekeeper, HousekeepingReport
 from txn.locks import DataOperationType as Op
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ def _run_kafka(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _need_broker() -> None:
-    from acid.errors import BrokerError
-    from sinks.broker import find_broker_binary
+    from acidstream.jobs.broker import find_broker_binary
+    from acidstream.jobs.errors import BrokerError
 
     try:
         find_broker_binary()

@@ -8,8 +8,8 @@ import pytest
 
 from acid.errors import ConfigError
 from acidstream.cli.sink_cmds import DEMO_MARKER, fresh_demo_state
-from sinks.config import KafkaJobConfig
-from sinks.kafka_job import job_failure_message
+from acidstream.jobs.config import KafkaJobConfig
+from acidstream.jobs.kafka_job import job_failure_message
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "kafka_to_table.yaml"
 
@@ -84,9 +84,9 @@ def test_compaction_auto_keeps_the_job_table_compacted(tmp_path: Path) -> None:
     delta-count threshold gets compacted while the job runs, without losing a row."""
     import time
 
+    from acidstream.jobs.kafka_job import _TableServices, ensure_table
     from ingest.connection import StreamingConnection, StreamingOptions
     from ingest.record_writers import StrictJsonWriter
-    from sinks.kafka_job import _TableServices, ensure_table
     from txn.compaction_sql import CompactionQueue
     from txn.config import StoreConfig
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from acid import faults
-from sinks.config import KafkaJobConfig
+from acidstream.jobs.config import KafkaJobConfig
+from acidstream.jobs.kafka_job import run_kafka_job
 from sinks.foreach_batch import CRASH_POINTS
-from sinks.kafka_job import run_kafka_job
 from tests.ingest.conftest import snapshot_read
 from txn.store import TxnState, open_store
 
@@ -40,7 +40,7 @@ def _config(tmp: Path, topic: str, **over: Any) -> KafkaJobConfig:
 def _produce(kafka_broker: Any, topic: str, lo: int, hi: int) -> None:
     import random
 
-    from sinks.sample_events import sample_event
+    from acidstream.jobs.sample_events import sample_event
 
     rnd = random.Random(lo)
     kafka_broker.produce(topic, [sample_event(i, rnd) for i in range(lo, hi)])
@@ -113,8 +113,8 @@ def test_lost_checkpoint_restarts_from_the_offsets_recorded_in_the_table(
 
 _DRIVER = """
 import json, sys
-from sinks.config import KafkaJobConfig
-from sinks.kafka_job import run_kafka_job
+from acidstream.jobs.config import KafkaJobConfig
+from acidstream.jobs.kafka_job import run_kafka_job
 flat = json.loads(sys.argv[1])
 cfg = KafkaJobConfig.load(None, overrides=flat, env={})
 res = run_kafka_job(cfg, bootstrap=sys.argv[2])

@@ -179,8 +179,8 @@ def test_link_reads_take_the_same_snapshot_as_direct_reads(store: TxnStore) -> N
 
 
 def test_every_python_writer_refuses_a_link(store: TxnStore) -> None:
+    from acidstream.jobs.config import TableSettings as JobTable
     from ingest.http.config import TableSettings as HttpTable
-    from sinks.config import TableSettings as JobTable
     from sinks.foreach_batch import AcidSink
 
     make_namespaces(store)

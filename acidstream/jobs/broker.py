@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from acid.errors import BrokerError
+from acidstream.jobs.errors import BrokerError
 
 __all__ = ["BrokerError", "EmbeddedBroker", "find_broker_binary"]
 

@@ -18,9 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from acid.errors import ConfigError, JobFailedError, TableNotFoundError
+from acid.errors import ConfigError, TableNotFoundError
 from acid.schema import TableSchema
-from sinks.config import KafkaJobConfig
+from acidstream.jobs.config import KafkaJobConfig
+from acidstream.jobs.errors import JobFailedError
 from sinks.foreach_batch import AcidSink, committed_offsets
 from txn.catalog import TableDef
 from txn.config import StoreConfig
@@ -214,7 +215,7 @@ class _TableServices:
     worker, cleaner), each on its own threads and store connection."""
 
     def __init__(self, config: KafkaJobConfig) -> None:
-        from recovery.housekeeper import Housekeeper
+        from txn.housekeeper import Housekeeper
 
         cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
         self.housekeeper = Housekeeper(

@@ -1,0 +1,146 @@
+"""The layer rule of docs/architecture.md, checked on every import of the project's code.
+
+``acid`` <- ``txn`` <- {``ingest``, ``sources``, ``compaction``, ``recovery``} <- ``sinks`` <-
+``acidstream``: a module may import its own layer's package and any layer below it; the four
+siblings never import each other. Every import counts: module-level, inside functions and
+classes, under ``if TYPE_CHECKING:``, ``import X`` and ``from X import Y``, relative imports
+resolved against the importing module.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Higher rank = higher layer. Packages of one rank are siblings: none may import another.
+RANK = {
+    "acid": 0,
+    "txn": 1,
+    "ingest": 2,
+    "sources": 2,
+    "compaction": 2,
+    "recovery": 2,
+    "sinks": 3,
+    "acidstream": 4,
+}
+
+
+@dataclass(frozen=True)
+class Arrow:
+    """One import against the rule: ``where`` (file:line) in ``importer`` imports ``imported``."""
+
+    where: str
+    importer: str
+    imported: str
+
+    def __str__(self) -> str:
+        return f"{self.where} {self.importer} -> {self.imported}"
+
+
+def module_name(path: Path, root: Path) -> tuple[str, bool]:
+    """The dotted module name of ``path`` under ``root`` and whether it is a package."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join(parts), is_package
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """Every module ``source`` imports, as (line, absolute dotted name), wherever it appears.
+
+    ``ast.walk`` visits every node, so imports inside functions, classes and
+    ``if TYPE_CHECKING:`` blocks are found like module-level ones. A relative import is
+    resolved against ``module`` (its package, if ``module`` is a package itself).
+    """
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                assert node.module is not None
+                found.append((node.lineno, node.module))
+            else:
+                base = package[: len(package) - (node.level - 1)]
+                if node.module:
+                    found.append((node.lineno, ".".join([*base, node.module])))
+                else:  # "from .. import x": each name is a module (or a package's name)
+                    found.extend((node.lineno, ".".join([*base, a.name])) for a in node.names)
+    return sorted(found)  # ast.walk is breadth-first: report in line order
+
+
+def violations(source: str, module: str, is_package: bool, where: str) -> list[Arrow]:
+    """The imports of one module that point up or sideways in the layer rule."""
+    own = module.split(".")[0]
+    bad = []
+    for line, imported in imported_modules(source, module, is_package):
+        top = imported.split(".")[0]
+        if top not in RANK or top == own:
+            continue  # third-party, stdlib, or the module's own package
+        if RANK[top] >= RANK[own]:
+            bad.append(Arrow(f"{where}:{line}", module, imported))
+    return bad
+
+
+def project_modules() -> list[Path]:
+    """Every .py file of the layer packages (sub-packages included)."""
+    files = [f for pkg in RANK for f in sorted((ROOT / pkg).rglob("*.py"))]
+    return [f for f in files if "__pycache__" not in f.parts]
+
+
+def test_every_import_follows_the_layer_rule() -> None:
+    files = project_modules()
+    # Guard against a walk that finds nothing (a moved root, a renamed package).
+    assert {f.relative_to(ROOT).parts[0] for f in files} == set(RANK)
+    bad: list[Arrow] = []
+    for f in files:
+        module, is_package = module_name(f, ROOT)
+        bad += violations(f.read_text(), module, is_package, str(f.relative_to(ROOT)))
+    assert not bad, "imports against the layer rule:\n" + "\n".join(map(str, bad))
+
+
+def test_the_check_flags_upward_sideways_and_nested_imports() -> None:
+    # A synthetic module in ingest/ with one import of each kind the walk must see.
+    source = (
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "import json\n"
+        "from acid.errors import ConfigError\n"  # down: allowed
+        "from txn.store import open_store\n"  # down: allowed
+        "from .record_json import StrictJsonWriter\n"  # own package: allowed
+        "import recovery.housekeeper\n"  # sideways, module level
+        "if TYPE_CHECKING:\n"
+        "    from sources.kafka import KafkaSource\n"  # sideways, TYPE_CHECKING
+        "def f() -> None:\n"
+        "    from sinks import foreach_batch\n"  # up, inside a function
+        "class C:\n"
+        "    import acidstream\n"  # up, inside a class
+        "from .. import compaction\n"  # relative, sideways: the name is the package
+        "from ..compaction.worker import Worker\n"  # relative, sideways
+    )
+    bad = violations(source, "ingest.synthetic", False, "ingest/synthetic.py")
+    assert [str(a) for a in bad] == [
+        "ingest/synthetic.py:7 ingest.synthetic -> recovery.housekeeper",
+        "ingest/synthetic.py:9 ingest.synthetic -> sources.kafka",
+        "ingest/synthetic.py:11 ingest.synthetic -> sinks",
+        "ingest/synthetic.py:13 ingest.synthetic -> acidstream",
+        "ingest/synthetic.py:14 ingest.synthetic -> compaction",
+        "ingest/synthetic.py:15 ingest.synthetic -> compaction.worker",
+    ]
+
+
+def test_relative_imports_resolve_against_the_package() -> None:
+    # In a package's __init__, "." is the package itself; in a module, its parent.
+    assert imported_modules("from .app import x\n", "ingest.http", True) == [(1, "ingest.http.app")]
+    assert imported_modules("from .app import x\n", "ingest.http.server", False) == [
+        (1, "ingest.http.app")
+    ]
+    assert imported_modules("from ..txn import store\n", "acid.reader", False) == [(1, "txn")]
+    # acid importing txn through a relative import is an upward arrow.
+    bad = violations("from ..txn import store\n", "acid.reader", False, "acid/reader.py")
+    assert [str(a) for a in bad] == ["acid/reader.py:1 acid.reader -> txn"]
