@@ -220,6 +220,8 @@ def test_reads_through_a_link_see_exactly_committed_txns_while_streamed_and_comp
         admin.alter_link_partition("a", "b", "t1", "ds=x", add=True)
     n_txns, per = 24, 4
     committed = [0]  # txns of ds=x committed so far (the writer's count)
+    # txns whose commit has begun: a read may see a commit before the writer's count does
+    begun = [0]
     failure: list[BaseException] = []
     started = threading.Event()
     # The writer waits halfway until a read has run, so reads surely overlap the stream.
@@ -237,6 +239,7 @@ def test_reads_through_a_link_see_exactly_committed_txns_while_streamed_and_comp
                     c.write_rows([(i * per + k, "x") for k in range(per)], partition=["x"])
                     if not dynamic:
                         c.write_rows([(100_000 + i, "y")], partition=["y"])
+                    begun[0] = i + 1
                     c.commit_transaction()
                     committed[0] = i + 1
                     started.set()
@@ -258,7 +261,7 @@ def test_reads_through_a_link_see_exactly_committed_txns_while_streamed_and_comp
     while t.is_alive() or reads < 3:
         lo = committed[0]
         got = _read(reader.url, wh, "t1@b", namespace="a")
-        hi = committed[0]
+        hi = begun[0]
         reads += 1
         m, rem = divmod(len(got), per)
         assert rem == 0 and got == list(range(m * per)), f"not whole txns: {got}"
