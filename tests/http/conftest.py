@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pytest
 import yaml
@@ -173,3 +174,12 @@ def open_txns(store_url: str, warehouse: str) -> list[int]:
 
 def jsonl(ids: Sequence[int], *, msg: str = "m") -> bytes:
     return b"".join(b'{"id":%d,"msg":"%s"}\n' % (i, msg.encode()) for i in ids)
+
+
+def problem(r: httpx.Response, status: int) -> dict[str, Any]:
+    """The problem-details body of a refused request (RFC 9457), checked."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = r.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    return body

@@ -24,6 +24,7 @@ from tests.http.conftest import (
     base_config,
     create_table,
     jsonl,
+    problem,
     read_ids,
     write_config,
 )
@@ -81,15 +82,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     finally:
         e.client.close()
         proc.kill()
-
-
-def problem(r: httpx.Response, status: int) -> dict[str, Any]:
-    """The problem-details body of a refused request (RFC 9457), checked."""
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = r.json()
-    assert body["status"] == status and body["title"] and body["detail"]
-    return body
 
 
 def raw_exchange(addr: tuple[str, int], head: bytes, *, timeout_s: float = 60.0) -> bytes:

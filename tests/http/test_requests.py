@@ -17,6 +17,7 @@ from tests.http.conftest import (
     base_config,
     create_table,
     jsonl,
+    problem,
     read_ids,
     write_config,
 )
@@ -76,15 +77,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     finally:
         e.client.close()
         proc.kill()
-
-
-def problem(r: httpx.Response, status: int) -> dict[str, Any]:
-    """The problem-details body of a refused request (RFC 9457), checked."""
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = r.json()
-    assert body["status"] == status and body["title"] and body["detail"]
-    return body
 
 
 def test_good_and_bad_lines_commit_the_good_ones_and_report_the_bad(env: Env) -> None:
