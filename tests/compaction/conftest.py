@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -246,3 +247,24 @@ def make_tbl(store: TxnStore) -> MakeTbl:
 @pytest.fixture
 def fake_clock(clock: FakeClock) -> FakeClock:
     return clock
+
+
+def partitioned_on(store: TxnStore, root: Path) -> Tbl:
+    """``default.t`` (partitioned by ``ds``) located under ``root`` (e.g. a tmpfs to make
+    read-only), two committed deltas of 3 rows in ``ds=a``."""
+    t = Tbl(
+        store,
+        store.create_table(
+            TableDef(
+                db="default",
+                name="t",
+                columns=(("id", "bigint"), ("name", "string"), ("salary", "int")),
+                partition_keys=(("ds", "string"),),
+                parameters={"transactional": "true"},
+                location=str(root / "t"),
+            )
+        ),
+    )
+    t.insert(rows(0, 3), partition="ds=a")
+    t.insert(rows(3, 6), partition="ds=a")
+    return t

@@ -27,7 +27,7 @@ from acid import faults
 from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE, main
 from compaction.service import Compactor
 from tests.chaos.harness import make_table, snapshot_ids
-from tests.compaction.conftest import Tbl, rows
+from tests.compaction.conftest import partitioned_on
 from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
 from tests.recovery.test_repair_side_files import COMMITTED, batch_killed_after_two_commits
 from txn.catalog import TableDef
@@ -56,26 +56,6 @@ def _one_error_line(proc: subprocess.CompletedProcess[str], code: int) -> str:
     return proc.stderr
 
 
-def _partitioned_on(store: TxnStore, mnt: Path) -> Tbl:
-    """``default.t`` on the tmpfs ``mnt``, two committed deltas in ``ds=a``."""
-    t = Tbl(
-        store,
-        store.create_table(
-            TableDef(
-                db="default",
-                name="t",
-                columns=(("id", "bigint"), ("name", "string"), ("salary", "int")),
-                partition_keys=(("ds", "string"),),
-                parameters={"transactional": "true"},
-                location=str(mnt / "t"),
-            )
-        ),
-    )
-    t.insert(rows(0, 3), partition="ds=a")
-    t.insert(rows(3, 6), partition="ds=a")
-    return t
-
-
 # ------------------------------------------------------------------ compactor --once
 
 
@@ -83,7 +63,7 @@ def test_compactor_once_exits_4_when_a_compaction_of_its_pass_fails_on_storage(
     store: TxnStore, store_url: str, warehouse: str, tmpfs: Tmpfs
 ) -> None:
     mnt = tmpfs("4m")
-    t = _partitioned_on(store, mnt)
+    t = partitioned_on(store, mnt)
     before = t.read(partition="ds=a")
     CompactionQueue(store).request("default", "t", "ds=a", major=True)
     make_read_only(mnt)
@@ -162,7 +142,7 @@ def test_compact_wait_reports_a_failed_cleaning_and_exits_4(
     why, and that the daemon retries it; never "ready for cleaning (waiting for older
     readers)". Run in this process to remount at the Cleaner's step."""
     mnt = tmpfs("4m")
-    t = _partitioned_on(store, mnt)
+    t = partitioned_on(store, mnt)
     before = t.read(partition="ds=a")
     hits: list[str] = []
 
@@ -200,7 +180,7 @@ def test_the_daemon_still_logs_a_failed_cleaning_as_a_warning(
     """The commands print a failed cleaning on stdout; the ``Compactor`` a daemon runs
     (default ``on_warning``) logs it as a WARNING, and retries it on its next pass."""
     mnt = tmpfs("4m")
-    t = _partitioned_on(store, mnt)
+    t = partitioned_on(store, mnt)
     CompactionQueue(store).request("default", "t", "ds=a", major=True)
     events: list[str] = []
     faults.set_hook(lambda step: make_read_only(mnt) if step == "cleaner.before_delete" else None)

@@ -23,7 +23,7 @@ from acid.writer import write_base
 from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE
 from compaction.cleaner import Cleaner
 from compaction.worker import Worker
-from tests.compaction.conftest import MakeTbl, Tbl, rows
+from tests.compaction.conftest import MakeTbl, Tbl, partitioned_on, rows
 from tests.plugins.store_fixture import Cli
 from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
 from tests.txn.links_helpers import make_namespaces, write
@@ -263,21 +263,7 @@ def test_failed_compaction_is_one_line_and_exit_4(
     """A partition on a read-only file system: ``compact --wait`` prints one line on
     stderr (no traceback) and exits 4; the request is failed, every row still readable."""
     mnt = tmpfs("4m")
-    t = Tbl(
-        store,
-        store.create_table(
-            TableDef(
-                db="default",
-                name="t",
-                columns=(("id", "bigint"), ("name", "string"), ("salary", "int")),
-                partition_keys=(("ds", "string"),),
-                parameters={"transactional": "true"},
-                location=str(mnt / "t"),
-            )
-        ),
-    )
-    t.insert(rows(0, 3), partition="ds=a")
-    t.insert(rows(3, 6), partition="ds=a")
+    t = partitioned_on(store, mnt)
     before = t.read(partition="ds=a")
     make_read_only(mnt)
     argv = ["compact", "default.t", "--partition", "ds=a", "--type", "major", "--wait"]
