@@ -108,6 +108,33 @@ def test_heartbeats_follow_the_metastores_timeout_and_its_changes(store: TxnStor
         short.stop()
 
 
+def test_a_lost_metastore_keeps_the_heartbeat_interval(
+    store: TxnStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-read after a beat fails when the metastore is gone: the heartbeater keeps
+    its last interval (it must neither stretch nor stop) and the error does not escape.
+    The loss is injected at the store's boundary (the read raises as a dropped connection
+    does); the heartbeater under test is the real one."""
+    store.set_setting(TXN_TIMEOUT_S, 4)
+    own = open_store(store.url)
+    hb = Heartbeater(own, txn_range=lambda: None, on_lost=lambda _: None)
+    try:
+        assert hb.interval_s == 2.0
+
+        def gone() -> float:
+            raise ConnectionError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(own, "txn_timeout_s", gone)
+        hb.refresh_interval()
+        assert hb.interval_s == 2.0
+        monkeypatch.undo()
+        store.set_setting(TXN_TIMEOUT_S, 10)
+        hb.refresh_interval()  # back: the new value is taken
+        assert hb.interval_s == 5.0
+    finally:
+        hb.stop()
+
+
 # -- the command line (real processes) ---------------------------------------------------------
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
