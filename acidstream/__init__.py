@@ -25,33 +25,33 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "StreamingConnection": "ingest.connection",
-    "StreamingOptions": "ingest.connection",
-    "StrictJsonWriter": "ingest.record_writers",
-    "StrictDelimitedInputWriter": "ingest.record_writers",
-    "StrictRegexWriter": "ingest.record_writers",
-    "AcidSink": "sinks.foreach_batch",
-    "SinkOptions": "sinks.foreach_batch",
-    "open_store": "txn.store",
+    "StreamingConnection": "acidstream.ingest.connection",
+    "StreamingOptions": "acidstream.ingest.connection",
+    "StrictJsonWriter": "acidstream.ingest.record_writers",
+    "StrictDelimitedInputWriter": "acidstream.ingest.record_writers",
+    "StrictRegexWriter": "acidstream.ingest.record_writers",
+    "AcidSink": "acidstream.sinks.foreach_batch",
+    "SinkOptions": "acidstream.sinks.foreach_batch",
+    "open_store": "acidstream.txn.store",
     "read_table": "acidstream.table_handle",
     "table": "acidstream.table_handle",
     "Table": "acidstream.table_handle",
     "ReadOptions": "acidstream.read_options",
-    "TableDef": "txn.catalog",
-    "AcidTableSource": "sources.acid_table",
-    "AcidReadTxn": "txn.read_txn",
-    "AcidStreamError": "acid.errors",
-    "ConfigError": "acid.errors",
-    "SerializationError": "acid.errors",
-    "StorageError": "acid.errors",
-    "TableNotFoundError": "acid.errors",
-    "TransactionError": "acid.errors",
-    "TxnAbortedError": "acid.errors",
-    "CommitConflictError": "acid.errors",
-    "CommitStateUnknownError": "acid.errors",
-    "LockTimeoutError": "acid.errors",
-    "NamespaceError": "acid.errors",
-    "LinkReadOnlyError": "acid.errors",
+    "TableDef": "acidstream.txn.catalog",
+    "AcidTableSource": "acidstream.sources.acid_table",
+    "AcidReadTxn": "acidstream.txn.read_txn",
+    "AcidStreamError": "acidstream.acid.errors",
+    "ConfigError": "acidstream.acid.errors",
+    "SerializationError": "acidstream.acid.errors",
+    "StorageError": "acidstream.acid.errors",
+    "TableNotFoundError": "acidstream.acid.errors",
+    "TransactionError": "acidstream.acid.errors",
+    "TxnAbortedError": "acidstream.acid.errors",
+    "CommitConflictError": "acidstream.acid.errors",
+    "CommitStateUnknownError": "acidstream.acid.errors",
+    "LockTimeoutError": "acidstream.acid.errors",
+    "NamespaceError": "acidstream.acid.errors",
+    "LinkReadOnlyError": "acidstream.acid.errors",
 }
 
 __all__ = [
@@ -86,7 +86,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from acid.errors import (
+    from acidstream.acid.errors import (
         AcidStreamError,
         CommitConflictError,
         CommitStateUnknownError,
@@ -100,19 +100,19 @@ if TYPE_CHECKING:
         TransactionError,
         TxnAbortedError,
     )
-    from acidstream.read_options import ReadOptions
-    from acidstream.table_handle import Table, read_table, table
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_writers import (
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_writers import (
         StrictDelimitedInputWriter,
         StrictJsonWriter,
         StrictRegexWriter,
     )
-    from sinks.foreach_batch import AcidSink, SinkOptions
-    from sources.acid_table import AcidTableSource
-    from txn.catalog import TableDef
-    from txn.read_txn import AcidReadTxn
-    from txn.store import open_store
+    from acidstream.read_options import ReadOptions
+    from acidstream.sinks.foreach_batch import AcidSink, SinkOptions
+    from acidstream.sources.acid_table import AcidTableSource
+    from acidstream.table_handle import Table, read_table, table
+    from acidstream.txn.catalog import TableDef
+    from acidstream.txn.read_txn import AcidReadTxn
+    from acidstream.txn.store import open_store
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,7 @@
 :class:`ReadOptions` is the one typed form of the read arguments of
 :meth:`acidstream.Table.read`, :meth:`~acidstream.Table.scan`,
 :meth:`~acidstream.Table.spark` and :func:`acidstream.read_table`. Filters are what the
-reader evaluates (``acid.read_plan``): ``(column, op, value)`` tuples, ANDed (they also
+reader evaluates (``acidstream.acid.read_plan``): ``(column, op, value)`` tuples, ANDed (they also
 prune list-bucketing directories), or a ``pyarrow.compute`` expression. SQL text is not
 accepted: no SQL parser is installed, and the project does not write one.
 """
@@ -16,9 +16,9 @@ from typing import Any, TypeAlias
 
 import pyarrow.compute as pc
 
-from acid.errors import ConfigError
-from acid.read_plan import Predicate, predicate_expr
-from acid.timestamps import DEFAULT_TIMESTAMP_UNIT, TimestampUnit, check_timestamp_unit
+from acidstream.acid.errors import ConfigError
+from acidstream.acid.read_plan import Predicate, predicate_expr
+from acidstream.acid.timestamps import DEFAULT_TIMESTAMP_UNIT, TimestampUnit, check_timestamp_unit
 
 __all__ = ["Filter", "ReadOptions"]
 
@@ -41,7 +41,7 @@ class ReadOptions:
             travel); ``None``: the snapshot's present.
         include_row_id: add Hive's ``row__id`` struct<writeid,bucketid,rowid> first.
         timestamp_unit: the Arrow unit of ``timestamp`` columns, ``"us"`` or ``"ns"``
-            (``acid.timestamps``).
+            (``acidstream.acid.timestamps``).
 
     Raises:
         ConfigError: a value of the wrong type or form, naming the field.

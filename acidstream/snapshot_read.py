@@ -1,6 +1,6 @@
 """Snapshot reads by table name or path, with the snapshot a Hive reader would take.
 
-``acid.reader.read_path(path)`` reads files with whatever snapshot it is given, and
+``acidstream.acid.reader.read_path(path)`` reads files with whatever snapshot it is given, and
 "everything valid" without one: after an abort or a ``kill -9``, aborted and uncommitted
 rows then show. This module gives the user-facing read (``acidstream.read_table`` and
 ``acidstream read``) the right snapshot: for a ``db.table`` name, and for a path that is a
@@ -21,20 +21,20 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from acid.errors import AcidStreamError, ConfigError, TableNotFoundError
-from acid.list_bucketing import SkewedInfo
-from acid.partitions import PartitionValues
-from acid.schema import TableSchema
-from acid.snapshot import ValidTxnList, ValidWriteIdList
-from acid.storage import Storage
-from acid.table_name import DEFAULT_DB, NAME_LOOKUP_PATTERN
-from txn.config import StoreConfig
-from txn.namespaces import check_table_namespace, resolve_read, scan_read
+from acidstream.acid.errors import AcidStreamError, ConfigError, TableNotFoundError
+from acidstream.acid.list_bucketing import SkewedInfo
+from acidstream.acid.partitions import PartitionValues
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+from acidstream.acid.storage import Storage
+from acidstream.acid.table_name import DEFAULT_DB, NAME_LOOKUP_PATTERN
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.namespaces import check_table_namespace, resolve_read, scan_read
 
 if TYPE_CHECKING:
-    from acid.reader import Scan
-    from txn.catalog import TableDef
-    from txn.read_txn import AcidReadTxn
+    from acidstream.acid.reader import Scan
+    from acidstream.txn.catalog import TableDef
+    from acidstream.txn.read_txn import AcidReadTxn
 
 __all__ = [
     "NoSnapshotWarning",
@@ -102,7 +102,7 @@ def resolve(
 
     Explicit ``write_ids``/``txns`` win. Otherwise a table name, or a path that is a
     registered table or partition location, gets the metastore's current snapshot; any
-    other path gets none. Names follow ``txn.namespaces`` (``namespace``: the client's
+    other path gets none. Names follow ``acidstream.txn.namespaces`` (``namespace``: the client's
     binding; a link ``T1@B`` reads its target with the same snapshot as a direct read,
     restricted to the link's partitions).
 
@@ -258,8 +258,8 @@ def _check_snapshot_table(write_ids: ValidWriteIdList | str, table: str) -> None
 def _open_lease(cfg: StoreConfig, store: Any, table: str) -> AcidReadTxn | None:
     """A read txn for a snapshot read of ``table``, or None (said in the log) where the
     metastore cannot take one."""
-    from txn.migrations import SCHEMA_VERSION
-    from txn.read_txn import AcidReadTxn
+    from acidstream.txn.migrations import SCHEMA_VERSION
+    from acidstream.txn.read_txn import AcidReadTxn
 
     if store.schema_version != SCHEMA_VERSION:
         log.info("reading %s without a read txn: the metastore's schema is older", table)
@@ -289,7 +289,7 @@ def leased(batches: Iterable[pa.Table], lease: AcidReadTxn | None) -> Iterator[p
 def _skews(store: Any, table: Any) -> dict[PartitionValues, SkewedInfo]:
     """Each partition's own list bucketing (a partition keeps the definition it was
     created with), for the reader to prune list-bucketing directories with."""
-    from acid.list_bucketing_prune import partition_skews
+    from acidstream.acid.list_bucketing_prune import partition_skews
 
     parts = store.list_partitions(table.db, table.name) if table.partition_keys else ()
     return partition_skews(table.partition_names, parts, table.skewed)
@@ -319,7 +319,7 @@ def scan_table(
     **kwargs: Any,
 ) -> tuple[pa.Schema, Iterator[pa.Table]]:
     """The output schema and the batches of a snapshot read (``acidstream.read_table``):
-    ``kwargs`` are :func:`acid.reader.read_path`'s (``filter``, ``timestamp_unit``...).
+    ``kwargs`` are :func:`acidstream.acid.reader.read_path`'s (``filter``, ``timestamp_unit``...).
     A catalog table nothing was written to yet (no directory) reads as zero rows.
     ``as_of_write_id``: the snapshot as it was when that was the table's last write id.
 
@@ -384,13 +384,13 @@ def scan_location(
     (the catalog's) are columns of the result whether or not a partition directory exists,
     and a location not created yet (nothing written) reads as zero rows with the catalog's
     columns when ``schema`` is given. ``partitions``, ``kwargs``: those of
-    :func:`txn.namespaces.scan_read`.
+    :func:`acidstream.txn.namespaces.scan_read`.
 
     Raises:
         TableNotFoundError: ``path`` does not exist and no ``schema`` says what it holds.
     """
-    from acid.read_plan import build_plan
-    from acid.reader import Scan
+    from acidstream.acid.read_plan import build_plan
+    from acidstream.acid.reader import Scan
 
     storage, p = Storage.for_path(path)
     if kwargs.get("schema") is not None and not storage.exists(p):

@@ -27,19 +27,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from acid.errors import ConfigError, TableNotFoundError
-from acid.list_bucketing import SkewedInfo
-from acid.read_plan import ROW_ID_COLUMN
-from acid.snapshot import ValidTxnList, ValidWriteIdList
-from acid.timestamps import DEFAULT_TIMESTAMP_UNIT, TimestampUnit
+from acidstream.acid.errors import ConfigError, TableNotFoundError
+from acidstream.acid.list_bucketing import SkewedInfo
+from acidstream.acid.read_plan import ROW_ID_COLUMN
+from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+from acidstream.acid.timestamps import DEFAULT_TIMESTAMP_UNIT, TimestampUnit
 from acidstream.read_options import Filter, ReadOptions
 from acidstream.snapshot_read import READ_AGENT, scan_table
-from txn.config import StoreConfig
+from acidstream.txn.config import StoreConfig
 
 if TYPE_CHECKING:
-    from txn.catalog import TableDef
-    from txn.namespaces import ReadRef
-    from txn.read_txn import AcidReadTxn
+    from acidstream.txn.catalog import TableDef
+    from acidstream.txn.namespaces import ReadRef
+    from acidstream.txn.read_txn import AcidReadTxn
 
 __all__ = ["Snapshot", "Table", "TableDescription", "read_table", "table"]
 
@@ -134,7 +134,7 @@ class Table:
                 target is gone.
         """
         from acidstream.snapshot_read import _metastore_exists
-        from txn.namespaces import resolve_read
+        from acidstream.txn.namespaces import resolve_read
 
         if not _metastore_exists(self._config):
             raise TableNotFoundError(
@@ -182,7 +182,7 @@ class Table:
     def snapshot(self) -> Iterator[Snapshot]:
         """Hold one snapshot: every read of this handle inside the block (``read``,
         ``scan``, ``spark``) sees it, whatever commits meanwhile. It is taken under a
-        read txn (:class:`~txn.read_txn.AcidReadTxn`, heartbeaten), so the
+        read txn (:class:`~acidstream.txn.read_txn.AcidReadTxn`, heartbeaten), so the
         Cleaner keeps the files it reads until the block ends and the txn commits.
 
         Raises:
@@ -190,7 +190,7 @@ class Table:
             TransactionError: the read txn was aborted meanwhile (a read or the end of
                 the block says so: files of the snapshot may be gone).
         """
-        from txn.read_txn import AcidReadTxn
+        from acidstream.txn.read_txn import AcidReadTxn
 
         with self._lock:
             if self._snapshot is not None:
@@ -320,7 +320,7 @@ class Table:
         Raises:
             ConfigError: as :meth:`read`, or a ``pyarrow.compute`` filter.
         """
-        from sources.acid_table import register
+        from acidstream.sources.acid_table import register
 
         opts = self._options(options, columns=columns, filter=filter, as_of_write_id=as_of_write_id)
         if opts.filter is not None and not isinstance(opts.filter, tuple):
@@ -382,7 +382,7 @@ def _record_batches(tables: Iterator[pa.Table | pa.RecordBatch]) -> Iterator[pa.
 
 def _read_schema(t: TableDef) -> pa.Schema:
     """What a full read of ``t`` returns: the plan of an empty read."""
-    from acid.read_plan import build_plan
+    from acidstream.acid.read_plan import build_plan
 
     return build_plan(
         None,
@@ -400,7 +400,7 @@ def _spark_condition(preds: tuple[Any, ...]) -> Any:
     condition, their AND; the ``acidtable`` source pushes these back down."""
     from pyspark.sql import functions as F
 
-    from acid.read_plan import combine_predicates
+    from acidstream.acid.read_plan import combine_predicates
 
     return combine_predicates(
         preds, F.col, is_null=lambda c: c.isNull(), is_valid=lambda c: c.isNotNull()
@@ -417,7 +417,7 @@ def table(
     """Open the catalog table ``name`` (``db.table``, ``table``, or a link ``T1@B``).
 
     Args:
-        name: the table, as ``acidstream read`` names it (``txn.namespaces``).
+        name: the table, as ``acidstream read`` names it (``acidstream.txn.namespaces``).
         metastore / warehouse: as for the rest of the project (arguments > environment).
         namespace: the client's namespace binding (namespace mode).
 

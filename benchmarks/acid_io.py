@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.orc as po
 import pyorc
 
-from acid import bucket_codec
-from acid.reader import read_path
-from acid.schema import TableSchema
-from acid.snapshot import ValidTxnList, ValidWriteIdList
-from acid.writer import write_delete_delta, write_delta
+from acidstream.acid import bucket_codec
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+from acidstream.acid.writer import write_delete_delta, write_delta
 
 SCHEMA = TableSchema.parse("id bigint, name string, salary int")
 

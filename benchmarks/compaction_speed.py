@@ -54,17 +54,17 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.orc as po  # noqa: E402
 
-from acid import bucket_codec  # noqa: E402
-from acid.orc_options import OrcWriterOptions  # noqa: E402
-from acid.reader import read_path  # noqa: E402
-from acid.schema import TableSchema  # noqa: E402
-from acid.writer import write_delete_delta, write_delta  # noqa: E402
-from compaction import Compactor, CompactorConfig, Worker  # noqa: E402
-from ingest.connection import StreamingConnection, StreamingOptions  # noqa: E402
-from ingest.record_writers import StrictDelimitedInputWriter  # noqa: E402
-from txn.catalog import TableDef  # noqa: E402
-from txn.compaction_sql import CompactionQueue  # noqa: E402
-from txn.store import TxnStore, open_store  # noqa: E402
+from acidstream.acid import bucket_codec  # noqa: E402
+from acidstream.acid.orc_options import OrcWriterOptions  # noqa: E402
+from acidstream.acid.reader import read_path  # noqa: E402
+from acidstream.acid.schema import TableSchema  # noqa: E402
+from acidstream.acid.writer import write_delete_delta, write_delta  # noqa: E402
+from acidstream.compaction import Compactor, CompactorConfig, Worker  # noqa: E402
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions  # noqa: E402
+from acidstream.ingest.record_writers import StrictDelimitedInputWriter  # noqa: E402
+from acidstream.txn.catalog import TableDef  # noqa: E402
+from acidstream.txn.compaction_sql import CompactionQueue  # noqa: E402
+from acidstream.txn.store import TxnStore, open_store  # noqa: E402
 
 
 def _best(fn: Callable[[], object], repeat: int) -> float:

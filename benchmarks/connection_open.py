@@ -7,7 +7,7 @@ beforehand, not timed). Each open is timed on its own (best of ``--repeat``), th
 commits one row to an existing partition, so the connection is checked usable; the last line
 prints the ratio of the two opens (target: ``many`` within 3x of ``one``). The same holds for
 what the Spark sink's driver does once per micro-batch before its tasks run: the table's layout
-(``sinks.foreach_batch._table_layout``), timed on both tables with the same target.
+(``acidstream.sinks.foreach_batch._table_layout``), timed on both tables with the same target.
 
 Usage: python benchmarks/connection_open.py [--partitions 30000] [--repeat 5]
 """
@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from txn.store import TxnStore
+    from acidstream.txn.store import TxnStore
 
 TARGET = 3.0
 
 
 def _open_seconds(store: TxnStore, table: str, repeat: int) -> float:
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_writers import StrictJsonWriter
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_writers import StrictJsonWriter
 
     best = float("inf")
     for _ in range(repeat):
@@ -51,7 +51,7 @@ def _open_seconds(store: TxnStore, table: str, repeat: int) -> float:
 
 
 def _layout_seconds(store: TxnStore, table: str, repeat: int) -> float:
-    from sinks.foreach_batch import _table_layout
+    from acidstream.sinks.foreach_batch import _table_layout
 
     t = store.get_table("default", table)
     best = float("inf")
@@ -63,8 +63,8 @@ def _layout_seconds(store: TxnStore, table: str, repeat: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from txn.catalog import TableDef
-    from txn.store import open_store
+    from acidstream.txn.catalog import TableDef
+    from acidstream.txn.store import open_store
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=30_000)

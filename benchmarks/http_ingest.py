@@ -39,11 +39,11 @@ from typing import Any
 import httpx
 import yaml
 
-from acid.schema import TableSchema
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
-from txn.catalog import TableDef
-from txn.store import open_store
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = "id bigint, user_name string, amount double, ts string"

@@ -29,7 +29,7 @@ COLUMNS = "id bigint, user_name string, amount decimal(10,2), event_time timesta
 
 
 def floor_run(spark: Any, bootstrap: str, topic: str, root: Path) -> float:
-    from sources.kafka import KafkaSource
+    from acidstream.sources.kafka import KafkaSource
 
     spark.dataSource.register(KafkaSource)
     out = str(root / "floor_orc")

@@ -31,11 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import acidstream
-from acid.list_bucketing import SkewedInfo
-from ingest.connection import StreamingConnection
-from ingest.record_writers import StrictJsonWriter
-from txn.catalog import TableDef
-from txn.store import open_store
+from acidstream.acid.list_bucketing import SkewedInfo
+from acidstream.ingest.connection import StreamingConnection
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import open_store
 
 SKEWED = tuple(range(100, 1100, 100))  # the 10 frequent values of x
 TARGET = 5.0

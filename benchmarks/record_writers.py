@@ -49,9 +49,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.orc as pa_orc
 
-from acid.orc_options import OrcWriterOptions
-from acid.schema import TableSchema
-from ingest.record_writers import (
+from acidstream.acid.orc_options import OrcWriterOptions
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.record_writers import (
     RecordWriter,
     StrictDelimitedInputWriter,
     StrictJsonWriter,
@@ -199,8 +199,8 @@ def bench_encode_block(kind: str, n: int, repeat: int) -> Result:
 
 
 def _fresh_table(root: str, codec: str) -> Any:
-    from txn.catalog import TableDef
-    from txn.store import open_store
+    from acidstream.txn.catalog import TableDef
+    from acidstream.txn.store import open_store
 
     store = open_store(f"sqlite:///{root}/metastore.db", warehouse=root)
     store.create_table(
@@ -215,7 +215,7 @@ def _connection_once(kind: str, lines: list[bytes], codec: str, *, ahead: bool =
     table with ``orc.compress`` = ``codec`` (10,000-row txns, batches of 10, committed),
     each block parsed by ``parse_ahead`` while the one before commits (``ahead``, what
     ``acidstream ingest`` does) or by ``write_block`` itself."""
-    from ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 
     n = len(lines)
     root = tempfile.mkdtemp(prefix="acid_rw_")
@@ -243,7 +243,7 @@ def _write_many_once(kind: str, lines: list[bytes], *, per_record: bool = False)
     """Wall time of the lines through ``StreamingConnection.write_many`` (``per_record``:
     ``write`` on each line) into a fresh ``orc.compress=NONE`` table, in 10,000-line
     txns, batches of 10, committed: what an API user with a list of records does."""
-    from ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 
     n = len(lines)
     root = tempfile.mkdtemp(prefix="acid_rw_")
@@ -413,7 +413,7 @@ def bench_read_cli(_n: int, repeat: int) -> Result:
     worst case for a read that materializes): rows/s and peak RSS, against the peak RSS of
     a 100,000-row read (target: under 2x). The rows/s peer, printed with no target, is
     pyarrow reading the same ORC file (no JSON)."""
-    from acid.writer import write_delta
+    from acidstream.acid.writer import write_delta
 
     root = tempfile.mkdtemp(prefix="acid_read_")
     try:

@@ -13,7 +13,7 @@ Then it times, best of ``--repeat``, one aggregate over every row (``count(*)``,
 
 * ``spark.read.format("acidtable")`` (snapshot, deletes applied), in local[2];
 * ``spark.read.orc`` of the plain files (target: acidtable >= 0.6x its rows/s);
-* ``acid.reader.read_path`` + pyarrow compute, single process.
+* ``acidstream.acid.reader.read_path`` + pyarrow compute, single process.
 
 Rates are rows of input (before deletes) per second, so the three are comparable.
 
@@ -37,12 +37,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as po
 
-from acid import bucket_codec
-from acid.reader import read_path
-from acid.schema import TableSchema
-from acid.writer import write_delete_delta, write_delta
-from txn.catalog import TableDef
-from txn.store import TxnStore, open_store
+from acidstream.acid import bucket_codec
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.writer import write_delete_delta, write_delta
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore, open_store
 
 COLUMNS = "id bigint, name string, salary int"
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
 
-        from sources.acid_table import AcidTableSource
+        from acidstream.sources.acid_table import AcidTableSource
 
         spark = (
             SparkSession.builder.master("local[2]")

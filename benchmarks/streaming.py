@@ -26,11 +26,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyorc
 
-from acid.schema import TableSchema
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictDelimitedInputWriter
-from txn.catalog import TableDef
-from txn.store import open_store
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictDelimitedInputWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import open_store
 
 SCHEMA = TableSchema.parse("id bigint, name string, salary int")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from txn import TableDef, TxnStore, open_store
+from acidstream.txn import TableDef, TxnStore, open_store
 
 TARGETS = {"sqlite": 1000.0, "postgres": 300.0}
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"

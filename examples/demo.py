@@ -14,12 +14,12 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from acid import bucket_codec, layout
-from acid.reader import read_path
-from acid.schema import TableSchema
-from acid.snapshot import ValidTxnList, ValidWriteIdList
-from acid.storage import Storage
-from acid.writer import AcidFileWriter, write_delete_delta
+from acidstream.acid import bucket_codec, layout
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import AcidFileWriter, write_delete_delta
 
 SCHEMA = TableSchema.parse("id bigint, name string, amount decimal(10,2)")
 

@@ -4,9 +4,9 @@ stored as directories."""
 
 from __future__ import annotations
 
-from acid.list_bucketing import SkewedInfo
-from txn.catalog import TableDef
-from txn.store import TxnStore
+from acidstream.acid.list_bucketing import SkewedInfo
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 
 SKEW = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_dirs=True)
 

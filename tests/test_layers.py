@@ -1,8 +1,9 @@
 """The layer rule of docs/architecture.md, checked on every import of the project's code.
 
-``acid`` <- ``txn`` <- {``ingest``, ``sources``, ``compaction``, ``recovery``} <- ``sinks`` <-
-``acidstream``: a module may import its own layer's package and any layer below it; the four
-siblings never import each other. Every import counts: module-level, inside functions and
+``acidstream.acid`` <- ``acidstream.txn`` <- {``.ingest``, ``.sources``, ``.compaction``,
+``.recovery``} <- ``acidstream.sinks`` <- the application layer (``acidstream`` itself: the
+facade, the Table handle, ``acidstream.cli``, ``acidstream.jobs``): a module may import its own
+layer's package and any layer below it; the four siblings never import each other. Every import counts: module-level, inside functions and
 classes, under ``if TYPE_CHECKING:``, ``import X`` and ``from X import Y``, relative imports
 resolved against the importing module.
 """
@@ -15,7 +16,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+PACKAGE = ROOT / "acidstream"
+
 # Higher rank = higher layer. Packages of one rank are siblings: none may import another.
+# "acidstream" is the application layer: every module of the package outside the six below.
 RANK = {
     "acid": 0,
     "txn": 1,
@@ -74,13 +78,25 @@ def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[i
     return sorted(found)  # ast.walk is breadth-first: report in line order
 
 
+def layer_of(module: str) -> str | None:
+    """The layer of a dotted module name: ``acidstream.txn.store`` is ``txn``, ``acidstream.cli``
+    and ``acidstream`` are ``acidstream``; None for a module outside the project."""
+    parts = module.split(".")
+    if parts[0] != "acidstream":
+        return None
+    if len(parts) > 1 and parts[1] in RANK and parts[1] != "acidstream":
+        return parts[1]
+    return "acidstream"
+
+
 def violations(source: str, module: str, is_package: bool, where: str) -> list[Arrow]:
     """The imports of one module that point up or sideways in the layer rule."""
-    own = module.split(".")[0]
+    own = layer_of(module)
+    assert own is not None, module
     bad = []
     for line, imported in imported_modules(source, module, is_package):
-        top = imported.split(".")[0]
-        if top not in RANK or top == own:
+        top = layer_of(imported)
+        if top is None or top == own:
             continue  # third-party, stdlib, or the module's own package
         if RANK[top] >= RANK[own]:
             bad.append(Arrow(f"{where}:{line}", module, imported))
@@ -88,15 +104,14 @@ def violations(source: str, module: str, is_package: bool, where: str) -> list[A
 
 
 def project_modules() -> list[Path]:
-    """Every .py file of the layer packages (sub-packages included)."""
-    files = [f for pkg in RANK for f in sorted((ROOT / pkg).rglob("*.py"))]
-    return [f for f in files if "__pycache__" not in f.parts]
+    """Every .py file of the ``acidstream`` package (sub-packages included)."""
+    return [f for f in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in f.parts]
 
 
 def test_every_import_follows_the_layer_rule() -> None:
     files = project_modules()
     # Guard against a walk that finds nothing (a moved root, a renamed package).
-    assert {f.relative_to(ROOT).parts[0] for f in files} == set(RANK)
+    assert {layer_of(module_name(f, ROOT)[0]) for f in files} == set(RANK)
     bad: list[Arrow] = []
     for f in files:
         module, is_package = module_name(f, ROOT)
@@ -110,37 +125,45 @@ def test_the_check_flags_upward_sideways_and_nested_imports() -> None:
         "from __future__ import annotations\n"
         "from typing import TYPE_CHECKING\n"
         "import json\n"
-        "from acid.errors import ConfigError\n"  # down: allowed
-        "from txn.store import open_store\n"  # down: allowed
+        "from acidstream.acid.errors import ConfigError\n"  # down: allowed
+        "from acidstream.txn.store import open_store\n"  # down: allowed
         "from .record_json import StrictJsonWriter\n"  # own package: allowed
-        "import recovery.housekeeper\n"  # sideways, module level
+        "import acidstream.recovery.housekeeper\n"  # sideways, module level
         "if TYPE_CHECKING:\n"
-        "    from sources.kafka import KafkaSource\n"  # sideways, TYPE_CHECKING
+        "    from acidstream.sources.kafka import KafkaSource\n"  # sideways, TYPE_CHECKING
         "def f() -> None:\n"
-        "    from sinks import foreach_batch\n"  # up, inside a function
+        "    from acidstream.sinks import foreach_batch\n"  # up, inside a function
         "class C:\n"
-        "    import acidstream\n"  # up, inside a class
+        "    import acidstream.cli.main\n"  # up, inside a class
         "from .. import compaction\n"  # relative, sideways: the name is the package
         "from ..compaction.worker import Worker\n"  # relative, sideways
     )
-    bad = violations(source, "ingest.synthetic", False, "ingest/synthetic.py")
+    m = "acidstream.ingest.synthetic"
+    bad = violations(source, m, False, "ingest/synthetic.py")
     assert [str(a) for a in bad] == [
-        "ingest/synthetic.py:7 ingest.synthetic -> recovery.housekeeper",
-        "ingest/synthetic.py:9 ingest.synthetic -> sources.kafka",
-        "ingest/synthetic.py:11 ingest.synthetic -> sinks",
-        "ingest/synthetic.py:13 ingest.synthetic -> acidstream",
-        "ingest/synthetic.py:14 ingest.synthetic -> compaction",
-        "ingest/synthetic.py:15 ingest.synthetic -> compaction.worker",
+        f"ingest/synthetic.py:7 {m} -> acidstream.recovery.housekeeper",
+        f"ingest/synthetic.py:9 {m} -> acidstream.sources.kafka",
+        f"ingest/synthetic.py:11 {m} -> acidstream.sinks",
+        f"ingest/synthetic.py:13 {m} -> acidstream.cli.main",
+        f"ingest/synthetic.py:14 {m} -> acidstream.compaction",
+        f"ingest/synthetic.py:15 {m} -> acidstream.compaction.worker",
     ]
+    # A facade module may import any layer; a layer may not import the facade package itself.
+    assert violations("import acidstream.sinks\n", "acidstream.cli.main", False, "x") == []
+    assert [a.imported for a in violations("import acidstream\n", m, False, "x")] == ["acidstream"]
 
 
 def test_relative_imports_resolve_against_the_package() -> None:
     # In a package's __init__, "." is the package itself; in a module, its parent.
-    assert imported_modules("from .app import x\n", "ingest.http", True) == [(1, "ingest.http.app")]
-    assert imported_modules("from .app import x\n", "ingest.http.server", False) == [
-        (1, "ingest.http.app")
+    assert imported_modules("from .app import x\n", "acidstream.ingest.http", True) == [
+        (1, "acidstream.ingest.http.app")
     ]
-    assert imported_modules("from ..txn import store\n", "acid.reader", False) == [(1, "txn")]
+    assert imported_modules("from .app import x\n", "acidstream.ingest.http.server", False) == [
+        (1, "acidstream.ingest.http.app")
+    ]
+    assert imported_modules("from ..txn import store\n", "acidstream.acid.reader", False) == [
+        (1, "acidstream.txn")
+    ]
     # acid importing txn through a relative import is an upward arrow.
-    bad = violations("from ..txn import store\n", "acid.reader", False, "acid/reader.py")
-    assert [str(a) for a in bad] == ["acid/reader.py:1 acid.reader -> txn"]
+    bad = violations("from ..txn import store\n", "acidstream.acid.reader", False, "acid/reader.py")
+    assert [str(a) for a in bad] == ["acid/reader.py:1 acidstream.acid.reader -> acidstream.txn"]

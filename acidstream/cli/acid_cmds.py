@@ -20,17 +20,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
+from acidstream.acid.errors import AcidFormatError, ConfigError, TableNotFoundError
 from acidstream.cli.output import print_table
 
 if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI starts
     import pyarrow as pa
 
-    from acid.directory import AcidDir
-    from acid.list_bucketing import SkewedInfo
-    from acid.list_bucketing_prune import LbSelection
-    from acid.partitions import PartitionValues
-    from acid.schema import TableSchema
+    from acidstream.acid.directory import AcidDir
+    from acidstream.acid.list_bucketing import SkewedInfo
+    from acidstream.acid.list_bucketing_prune import LbSelection
+    from acidstream.acid.partitions import PartitionValues
+    from acidstream.acid.schema import TableSchema
 
 __all__ = ["register"]
 
@@ -169,7 +169,7 @@ def _warn_no_snapshot(args: argparse.Namespace) -> None:
 
 def _location_exists(target: _Target) -> bool:
     """Whether the target's directory exists; a catalog table's may not yet (no writes)."""
-    from acid.storage import Storage
+    from acidstream.acid.storage import Storage
 
     storage, spath = Storage.for_path(target.path)
     return storage.exists(spath)
@@ -192,7 +192,7 @@ def _check_columns(target: _Target, columns: Sequence[str]) -> None:
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
-    from acid.json_values import json_lines
+    from acidstream.acid.json_values import json_lines
     from acidstream.snapshot_read import scan_location
 
     target = _resolve_table_arg(args.path, args, lease=True)
@@ -234,7 +234,7 @@ _TABLE_SIZING_ROWS = 1000
 def _print_table_stream(names: Sequence[str], batches: Iterable[pa.Table], out: Any) -> None:
     """``--format table``: a header sized on the first rows, then every row as it comes
     (a longer value later on widens its own line only), then ``(N rows)``."""
-    from acid.json_values import json_rows
+    from acidstream.acid.json_values import json_rows
 
     rows = ([_cell(row[n]) for n in names] for t in batches for row in json_rows(t))
     head: list[list[str]] = []
@@ -267,16 +267,16 @@ def _cell(value: Any) -> str:
         return "NULL"
     if isinstance(value, str):
         return value
-    from acid.json_values import json_dumps
+    from acidstream.acid.json_values import json_dumps
 
     return json_dumps(value)
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    from acid.json_values import json_dumps, json_lines
-    from acid.orc_inspect import inspect_orc, logical_length, read_flush_lengths
-    from acid.orc_read import read_orc_columns
-    from acid.storage import Storage
+    from acidstream.acid.json_values import json_dumps, json_lines
+    from acidstream.acid.orc_inspect import inspect_orc, logical_length, read_flush_lengths
+    from acidstream.acid.orc_read import read_orc_columns
+    from acidstream.acid.storage import Storage
 
     storage, path = Storage.for_path(args.file)
     if not storage.exists(path) or storage.is_dir(path):
@@ -326,11 +326,11 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 
 def _cmd_ls(args: argparse.Namespace) -> int:
-    from acid.directory import get_acid_state
-    from acid.list_bucketing_prune import ListBucketingPruner, from_predicates
-    from acid.partitions import discover_partitions
-    from acid.snapshot import ValidTxnList, ValidWriteIdList
-    from acid.storage import Storage
+    from acidstream.acid.directory import get_acid_state
+    from acidstream.acid.list_bucketing_prune import ListBucketingPruner, from_predicates
+    from acidstream.acid.partitions import discover_partitions
+    from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+    from acidstream.acid.storage import Storage
 
     target = _resolve_table_arg(args.path, args)
     header = ["PARTITION", "KIND", "NAME", "DETAIL"]

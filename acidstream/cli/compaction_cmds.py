@@ -23,21 +23,21 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from acid.errors import (
+from acidstream.acid.errors import (
     AcidStreamError,
     ConfigError,
     NamespaceError,
     SideFileError,
     StorageError,
 )
-from acid.layout import parse_dir_name
-from acid.storage import Storage
+from acidstream.acid.layout import parse_dir_name
+from acidstream.acid.storage import Storage
 from acidstream.cli.main import EXIT_STORAGE, describe, exit_code
 from acidstream.cli.output import print_table
 from acidstream.cli.txn_cmds import _open
-from compaction.config import CompactorConfig
-from compaction.service import Compactor, PassReport
-from txn.compaction_sql import (
+from acidstream.compaction.config import CompactorConfig
+from acidstream.compaction.service import Compactor, PassReport
+from acidstream.txn.compaction_sql import (
     FAILED,
     INITIATED,
     READY_FOR_CLEANING,
@@ -48,10 +48,10 @@ from txn.compaction_sql import (
     CompactionQueue,
     CompactionRecord,
 )
-from txn.config import StoreConfig
-from txn.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
-from txn.namespaces import check_table_namespace, refuse_link, resolve_write
-from txn.store import TxnStore
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.housekeeper import DEFAULT_INTERVAL_S, Housekeeper, HousekeepingReport
+from acidstream.txn.namespaces import check_table_namespace, refuse_link, resolve_write
+from acidstream.txn.store import TxnStore
 
 __all__ = ["register"]
 

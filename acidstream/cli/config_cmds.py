@@ -1,7 +1,7 @@
 """``acidstream config get [KEY]`` / ``acidstream config set KEY VALUE``: metastore settings.
 
 Settings every client of a metastore must agree on live in the metastore
-(:mod:`txn.settings`), the txn timeout first: writers heartbeat from it and housekeepers
+(:mod:`acidstream.txn.settings`), the txn timeout first: writers heartbeat from it and housekeepers
 abort by it, so it is set here once instead of in each client.
 """
 
@@ -11,7 +11,7 @@ import argparse
 
 from acidstream.cli.output import print_table
 from acidstream.cli.txn_cmds import _common, _open
-from txn.settings import SETTINGS, SettingValue, known_setting
+from acidstream.txn.settings import SETTINGS, SettingValue, known_setting
 
 __all__ = ["register"]
 

@@ -4,16 +4,16 @@ Aborts txns whose heartbeat is older than the metastore's txn timeout (``acidstr
 get txn_timeout_s``: a setting of the metastore, not of this command, so it is the one
 every writer heartbeats from) and purges obsolete records
 (``docs/housekeeping.md``). Long-running processes run the same pass periodically with
-:class:`txn.housekeeper.Housekeeper`.
+:class:`acidstream.txn.housekeeper.Housekeeper`.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from txn.config import StoreConfig
-from txn.housekeeper import Housekeeper
-from txn.housekeeping_sql import DEFAULT_HISTORY_RETENTION_S
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.housekeeper import Housekeeper
+from acidstream.txn.housekeeping_sql import DEFAULT_HISTORY_RETENTION_S
 
 __all__ = ["register"]
 

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO, overload
 
 if TYPE_CHECKING:
-    from ingest.line_blocks import Block
-    from ingest.parse_ahead import AheadParser
+    from acidstream.ingest.line_blocks import Block
+    from acidstream.ingest.parse_ahead import AheadParser
 
 __all__ = ["register"]
 
@@ -112,8 +112,8 @@ def _open_input(path: str | None) -> Iterator[BinaryIO]:
 
 
 def _writer(args: argparse.Namespace) -> Any:
-    from acid.errors import ConfigError
-    from ingest.record_writers import (
+    from acidstream.acid.errors import ConfigError
+    from acidstream.ingest.record_writers import (
         StrictDelimitedInputWriter,
         StrictJsonWriter,
         StrictRegexWriter,
@@ -131,7 +131,7 @@ def _writer(args: argparse.Namespace) -> Any:
 
 
 def _static_partition(args: argparse.Namespace) -> dict[str, str] | None:
-    from acid.errors import ConfigError
+    from acidstream.acid.errors import ConfigError
 
     if not args.partition:
         return None
@@ -196,8 +196,8 @@ class _Run:
 
 def _ingest_source(run: _Run, path: str | None) -> None:
     """Stream one input into the table, a txn never spanning two inputs."""
-    from acid.errors import ConfigError, SerializationError
-    from ingest.line_blocks import read_blocks
+    from acidstream.acid.errors import ConfigError, SerializationError
+    from acidstream.ingest.line_blocks import read_blocks
 
     conn, args = run.conn, run.args
     name = path or "<stdin>"
@@ -321,10 +321,10 @@ def _commit(conn: Any, key: str | None, path: str | None, offset: int) -> None:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from acid.errors import ConfigError
+    from acidstream.acid.errors import ConfigError
     from acidstream.cli.main import EXIT_OK, EXIT_REJECTED
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from txn.config import StoreConfig
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.txn.config import StoreConfig
 
     if args.txn_rows < 1:
         raise ConfigError("--txn-rows must be >= 1")

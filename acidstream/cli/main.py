@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from acid.errors import AcidStreamError, CommitStateUnknownError, StorageError
+from acidstream.acid.errors import AcidStreamError, CommitStateUnknownError, StorageError
 
 __all__ = ["OneLineParser", "main"]
 

@@ -3,7 +3,7 @@
 ``namespace-mode [on|off]``, ``create-link A T1@B [--dynamic]``, ``alter-link A T1@B
 add-partition|drop-partition ds=...``, ``drop-link A T1@B``, ``show-links [--namespace A]``
 and ``usage [--namespace A]``. Reading through a link is ``acidstream read 'T1@B'
---namespace A``. The rules live in :mod:`txn.namespaces` and :mod:`txn.links_sql`.
+--namespace A``. The rules live in :mod:`acidstream.txn.namespaces` and :mod:`acidstream.txn.links_sql`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.output import print_table
-from txn.config import StoreConfig
-from txn.links_sql import LinkDef
-from txn.namespaces import parse_name
-from txn.store import TxnStore
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.links_sql import LinkDef
+from acidstream.txn.namespaces import parse_name
+from acidstream.txn.store import TxnStore
 
 __all__ = ["link_partitions", "register"]
 
@@ -117,7 +117,7 @@ _USAGE_COLUMNS = (
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from txn.usage import namespace_usage
+    from acidstream.txn.usage import namespace_usage
 
     with _open(args, read_only=True) as store:
         usage = namespace_usage(store, args.namespace)

@@ -1,14 +1,14 @@
 """``acidstream fsck | repair | sink-state``: an operator's tools after an incident.
 
-* ``fsck db.t|PATH`` checks a table's files against its metastore (``recovery.fsck``);
+* ``fsck db.t|PATH`` checks a table's files against its metastore (``acidstream.recovery.fsck``);
   exit 0 clean, 6 leftovers ``repair`` can clear, 7 unreadable data;
 * ``repair db.t [--apply]`` plans (dry run) or carries out the repair
-  (``recovery.repair``); exit as fsck after it, 4 when an action failed on the file
+  (``acidstream.recovery.repair``); exit as fsck after it, 4 when an action failed on the file
   system (each failure listed, the one-line error on stderr);
 * ``sink-state CONFIG|db.t`` prints what each sink and resumable ingest recorded in the
-  table (``recovery.sink_state``).
+  table (``acidstream.recovery.sink_state``).
 
-Names follow ``txn.namespaces`` (``--namespace``, namespace mode): ``fsck`` and
+Names follow ``acidstream.txn.namespaces`` (``--namespace``, namespace mode): ``fsck`` and
 ``sink-state`` read (a link checks its target), ``repair`` writes (a link is refused).
 
 See ``docs/recovery.md``.
@@ -93,13 +93,18 @@ class _Target:
 
 
 def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
-    """The table of a name or a registered path, bound as ``txn.namespaces`` says: a read
-    (``fsck``) through :func:`~txn.namespaces.resolve_read` (a link checks its target), a
-    write (``repair``) through :func:`~txn.namespaces.resolve_write` (a link is refused)."""
-    from acid.errors import TableNotFoundError
+    """The table of a name or a registered path, bound as ``acidstream.txn.namespaces`` says: a read
+    (``fsck``) through :func:`~acidstream.txn.namespaces.resolve_read` (a link checks its target), a
+    write (``repair``) through :func:`~acidstream.txn.namespaces.resolve_write` (a link is refused)."""
+    from acidstream.acid.errors import TableNotFoundError
     from acidstream.snapshot_read import find_registered
-    from txn.config import StoreConfig
-    from txn.namespaces import check_table_namespace, refuse_link, resolve_read, resolve_write
+    from acidstream.txn.config import StoreConfig
+    from acidstream.txn.namespaces import (
+        check_table_namespace,
+        refuse_link,
+        resolve_read,
+        resolve_write,
+    )
 
     cfg = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
     target: str = args.target
@@ -143,7 +148,7 @@ def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
 
 
 def _print_findings(report: Any, *, verbose: bool) -> None:
-    from recovery.fsck import Severity
+    from acidstream.recovery.fsck import Severity
 
     shown = [f for f in report.findings if verbose or f.severity > Severity.INFO]
     if shown:
@@ -161,7 +166,7 @@ def _print_findings(report: Any, *, verbose: bool) -> None:
 
 
 def _cmd_fsck(args: argparse.Namespace) -> int:
-    from recovery.fsck import fsck_path, fsck_table
+    from acidstream.recovery.fsck import fsck_path, fsck_table
 
     t = _resolve(args, write=False)
     if t.store is None:
@@ -187,8 +192,8 @@ def _cmd_fsck(args: argparse.Namespace) -> int:
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
-    from acid.errors import StorageError
-    from recovery.repair import repair_table
+    from acidstream.acid.errors import StorageError
+    from acidstream.recovery.repair import repair_table
 
     t = _resolve(args, write=True)
     try:
@@ -248,9 +253,9 @@ def _result(a: Any) -> str:
 def _cmd_sink_state(args: argparse.Namespace) -> int:
     import json
 
-    from recovery.sink_state import sink_records
-    from txn.config import StoreConfig
-    from txn.namespaces import resolve_read
+    from acidstream.recovery.sink_state import sink_records
+    from acidstream.txn.config import StoreConfig
+    from acidstream.txn.namespaces import resolve_read
 
     target: str = args.target
     sink_id = args.sink_id

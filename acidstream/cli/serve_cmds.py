@@ -1,4 +1,4 @@
-"""``acidstream serve``: the Flume-style HTTP ingest server (``ingest.http``).
+"""``acidstream serve``: the Flume-style HTTP ingest server (``acidstream.ingest.http``).
 
 ``acidstream serve CONFIG [--host H] [--port P] [--metastore URL] [--warehouse PATH]``
 reads ``configs/http_ingest.yaml`` (or another file of its shape), merged with the
@@ -42,8 +42,8 @@ def register(subparsers: Any) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ingest.http.config import ServerConfig
-    from ingest.http.server import serve
+    from acidstream.ingest.http.config import ServerConfig
+    from acidstream.ingest.http.server import serve
 
     config = ServerConfig.load(
         args.config,
@@ -59,7 +59,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m acidstream.cli.serve_cmds CONFIG ...``: the command on its own."""
-    from acid.errors import AcidStreamError
+    from acidstream.acid.errors import AcidStreamError
     from acidstream.cli.main import OneLineParser
 
     parser = OneLineParser(prog="acidstream serve")

@@ -76,7 +76,7 @@ def fresh_demo_state(config: Any) -> str | None:
     import os
     import shutil
 
-    from acid.errors import ConfigError
+    from acidstream.acid.errors import ConfigError
 
     wh = config.warehouse
     if "://" in wh:
@@ -163,9 +163,9 @@ def _summary(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from acid.table_name import TableName
+    from acidstream.acid.table_name import TableName
     from acidstream.snapshot_read import scan_location
-    from txn.config import StoreConfig
+    from acidstream.txn.config import StoreConfig
 
     t = time.monotonic()
     store = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse).open()

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from acid.errors import ConfigError
-from acid.list_bucketing import (
+from acidstream.acid.errors import ConfigError
+from acidstream.acid.list_bucketing import (
     DEFAULT_KEY,
     SkewedInfo,
     format_skewed_values,
@@ -24,9 +24,9 @@ from acid.list_bucketing import (
     parse_skewed_values,
 )
 from acidstream.cli.namespace_cmds import link_partitions
-from txn.config import StoreConfig
-from txn.namespaces import refuse_link, resolve_read, resolve_write
-from txn.store import TxnStore
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.namespaces import refuse_link, resolve_read, resolve_write
+from acidstream.txn.store import TxnStore
 
 __all__ = [
     "add_namespace_option",

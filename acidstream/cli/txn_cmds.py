@@ -3,13 +3,13 @@ from the shell.
 
 Each command takes ``--metastore URL`` and ``--warehouse PATH`` (or
 ``ACIDSTREAM_METASTORE`` / ``ACIDSTREAM_WAREHOUSE``; defaults ``./warehouse``
-and the SQLite store inside it), resolved by :class:`txn.config.StoreConfig`.
+and the SQLite store inside it), resolved by :class:`acidstream.txn.config.StoreConfig`.
 The listing commands open the store read-only: they create nothing (no directory, no
 database) and fail with "no metastore at URL" where there is none.
 
 Names follow the client's namespace binding (``--namespace``, namespace mode;
 ``docs/namespaces.md``): ``create-table`` and ``set-location`` through
-:func:`~txn.namespaces.resolve_write` (links refused), ``tables`` and ``locks`` list the
+:func:`~acidstream.txn.namespaces.resolve_write` (links refused), ``tables`` and ``locks`` list the
 bound namespace only, ``abort`` refuses a txn of another namespace. ``txns`` lists them all.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from acid.errors import ConfigError
-from acid.schema import TableSchema
+from acidstream.acid.errors import ConfigError
+from acidstream.acid.schema import TableSchema
 from acidstream.cli.output import print_table
 from acidstream.cli.table_cmds import (
     add_namespace_option,
@@ -27,16 +27,16 @@ from acidstream.cli.table_cmds import (
     skew_summary,
     skewed_from_args,
 )
-from txn.catalog import TableDef, is_absolute_location
-from txn.config import StoreConfig
-from txn.namespaces import (
+from acidstream.txn.catalog import TableDef, is_absolute_location
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.namespaces import (
     bind_write_name,
     bound_namespace,
     check_database_binding,
     check_namespace_mode,
     resolve_write,
 )
-from txn.store import TxnStore
+from acidstream.txn.store import TxnStore
 
 __all__ = ["register"]
 

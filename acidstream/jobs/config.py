@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from acid.errors import ConfigError
-from sinks.foreach_batch import SinkOptions
-from txn.config_file import read_config_file
-from txn.namespaces import refuse_link
+from acidstream.acid.errors import ConfigError
+from acidstream.sinks.foreach_batch import SinkOptions
+from acidstream.txn.config_file import read_config_file
+from acidstream.txn.namespaces import refuse_link
 
 __all__ = ["KafkaJobConfig", "KafkaSettings", "TableSettings", "TriggerSettings"]
 

@@ -1,9 +1,9 @@
 """Errors of the application layer's jobs and embedded broker (the root,
-:class:`~acid.errors.AcidStreamError`, stays in ``acid/errors.py``)."""
+:class:`~acidstream.acid.errors.AcidStreamError`, stays in ``acid/errors.py``)."""
 
 from __future__ import annotations
 
-from acid.errors import AcidStreamError
+from acidstream.acid.errors import AcidStreamError
 
 __all__ = ["BrokerError", "JobFailedError"]
 

@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from acid.errors import ConfigError, TableNotFoundError
-from acid.schema import TableSchema
+from acidstream.acid.errors import ConfigError, TableNotFoundError
+from acidstream.acid.schema import TableSchema
 from acidstream.jobs.config import KafkaJobConfig
 from acidstream.jobs.errors import JobFailedError
-from sinks.foreach_batch import AcidSink, committed_offsets
-from txn.catalog import TableDef
-from txn.config import StoreConfig
-from txn.namespaces import bind_write_name
+from acidstream.sinks.foreach_batch import AcidSink, committed_offsets
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.namespaces import bind_write_name
 
 __all__ = ["JobResult", "ensure_table", "job_failure_message", "run_kafka_job", "spark_session"]
 
@@ -215,7 +215,7 @@ class _TableServices:
     worker, cleaner), each on its own threads and store connection."""
 
     def __init__(self, config: KafkaJobConfig) -> None:
-        from txn.housekeeper import Housekeeper
+        from acidstream.txn.housekeeper import Housekeeper
 
         cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
         self.housekeeper = Housekeeper(
@@ -226,7 +226,7 @@ class _TableServices:
         self.compactor: Any = None
         self._store: Any = None
         if config.compaction == "auto":
-            from compaction.service import Compactor
+            from acidstream.compaction.service import Compactor
 
             self._store = cfg.open()
             self.compactor = Compactor(
@@ -246,7 +246,7 @@ class _TableServices:
 
 def _run(config: KafkaJobConfig, servers: str, spark: Any, timeout_s: float | None) -> JobResult:
     spark = spark or spark_session(config)
-    from sources.kafka import KafkaSource
+    from acidstream.sources.kafka import KafkaSource
 
     spark.dataSource.register(KafkaSource)
     start, origin = _starting_offsets(config)

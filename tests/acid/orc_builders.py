@@ -1,5 +1,5 @@
 """Test helpers that lay out ACID tables: corpus files placed as a case describes, and
-plain (original / non-ACID) ORC files. ACID files themselves come from ``acid.writer``."""
+plain (original / non-ACID) ORC files. ACID files themselves come from ``acidstream.acid.writer``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.orc as orc
 
-from acid.side_file import encode_flush_length
+from acidstream.acid.side_file import encode_flush_length
 
 __all__ = ["place", "write_original", "write_side_file"]
 

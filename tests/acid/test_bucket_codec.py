@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acid import bucket_codec
-from acid.errors import AcidFormatError
+from acidstream.acid import bucket_codec
+from acidstream.acid.errors import AcidFormatError
 
 
 def test_hive_examples() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acid.bucket_hash import (
+from acidstream.acid.bucket_hash import (
     _timestamp_writable_bytes,
     bucket_hash_code,
     bucket_number,
@@ -17,8 +17,8 @@ from acid.bucket_hash import (
     hive_murmur3_32,
     murmur3_32,
 )
-from acid.errors import ConfigError
-from acid.schema import HiveType, parse_hive_type
+from acidstream.acid.errors import ConfigError
+from acidstream.acid.schema import HiveType, parse_hive_type
 
 
 def _signed(u: int) -> int:

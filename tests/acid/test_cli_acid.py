@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from acid.schema import TableSchema
-from acid.writer import write_delete_delta, write_delta
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.writer import write_delete_delta, write_delta
 from acidstream.cli.main import main
 from tests.acid.orc_builders import write_side_file
 from tests.acid.test_corpus import CLI_COMPLETE  # noqa: F401  (stubs cli.txn_cmds if missing)
@@ -283,9 +283,9 @@ class _BrokenOrc:
     ],
 )
 def test_decoding_failures_become_acid_format_errors(tmp_path: Path, error: Exception) -> None:
-    from acid.errors import AcidFormatError
-    from acid.orc_read import read_orc_columns
-    from acid.storage import Storage
+    from acidstream.acid.errors import AcidFormatError
+    from acidstream.acid.orc_read import read_orc_columns
+    from acidstream.acid.storage import Storage
 
     storage, _ = Storage.for_path(str(tmp_path))
     for stripe in (None, 0):
@@ -302,8 +302,8 @@ def test_decoding_failures_become_acid_format_errors(tmp_path: Path, error: Exce
 def test_values_python_cannot_hold_are_acid_format_errors() -> None:
     import pyarrow as pa
 
-    from acid.errors import AcidFormatError
-    from acid.json_values import json_lines
+    from acidstream.acid.errors import AcidFormatError
+    from acidstream.acid.json_values import json_lines
 
     beyond = pa.table({"d": pa.array([3_000_000], pa.date32())})  # year 10183: not a Hive date
     with pytest.raises(AcidFormatError, match="column 'd'"):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from acid.schema import TableSchema
-from acid.writer import write_delta
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.writer import write_delta
 
 SCHEMA = TableSchema.parse("id bigint, name string, score double, tags array<string>")
 ROOT = Path(__file__).resolve().parents[2]

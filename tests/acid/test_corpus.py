@@ -19,15 +19,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from acid import bucket_codec
-from acid.delete_registry import DeleteKeySet, SortMergedDeletes, key_table
-from acid.directory import get_acid_state
-from acid.errors import AcidFormatError
-from acid.layout import ParsedDelta, parse_dir_name
-from acid.reader import read_path
-from acid.schema import TableSchema
-from acid.snapshot import ValidTxnList, ValidWriteIdList
-from acid.writer import write_delta
+from acidstream.acid import bucket_codec
+from acidstream.acid.delete_registry import DeleteKeySet, SortMergedDeletes, key_table
+from acidstream.acid.directory import get_acid_state
+from acidstream.acid.errors import AcidFormatError
+from acidstream.acid.layout import ParsedDelta, parse_dir_name
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+from acidstream.acid.writer import write_delta
 from acidstream.cli import main as main_module
 from acidstream.cli.main import main
 from tests.acid.orc_builders import place, write_original, write_side_file
@@ -145,7 +145,7 @@ def test_impala_original_file_row_ids_are_split_independent(
     case = "apache-impala/full_acid_original_file"
     exp = scenario(expected(corpus_dir, case), "original_file_row_ids")["expect"]
     assert exp["split_independent"] is True
-    from acid.writer import write_delete_delta
+    from acidstream.acid.writer import write_delete_delta
 
     table = tmp_path / "alltypes"
     place(corpus_dir / case / "000000_0", table / "000000_0")
@@ -446,7 +446,7 @@ def test_trino_delete_masks(corpus_dir: Path, tmp_path: Path, capsys: Any, sid: 
     assert sorted(r["row__id"]["writeid"] for r in rows) == survivors
     # The registries directly, with the probe batches of the source test.
     st = get_acid_state(str(table), write_ids=None, txns=ValidTxnList())
-    from acid.delete_registry import delete_files
+    from acidstream.acid.delete_registry import delete_files
 
     dfiles = delete_files(st)
     qualifying = frozenset(f.delta for f in dfiles)
@@ -471,7 +471,7 @@ def test_trino_delete_masks(corpus_dir: Path, tmp_path: Path, capsys: Any, sid: 
 
 
 def _storage() -> Any:
-    from acid.storage import Storage
+    from acidstream.acid.storage import Storage
 
     return Storage.for_path("/")[0]
 

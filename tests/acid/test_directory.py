@@ -9,10 +9,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acid.directory import LONG_MIN, find_best_working_deltas, get_acid_state, is_valid_base
-from acid.errors import AcidFormatError, NotEnoughHistoryError
-from acid.layout import ParsedBase, ParsedDelta, base_dir_name, delta_dir_name, parse_dir_name
-from acid.snapshot import LONG_MAX, ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
+from acidstream.acid.directory import (
+    LONG_MIN,
+    find_best_working_deltas,
+    get_acid_state,
+    is_valid_base,
+)
+from acidstream.acid.errors import AcidFormatError, NotEnoughHistoryError
+from acidstream.acid.layout import (
+    ParsedBase,
+    ParsedDelta,
+    base_dir_name,
+    delta_dir_name,
+    parse_dir_name,
+)
+from acidstream.acid.snapshot import (
+    LONG_MAX,
+    ValidCompactorWriteIdList,
+    ValidTxnList,
+    ValidWriteIdList,
+)
 from tests.acid.orc_builders import write_side_file
 
 ALL_TXNS = ValidTxnList()
@@ -211,8 +227,8 @@ def test_original_files_sorted_by_path_and_original_dirs_recursed(tmp_path: Path
 
 
 def test_side_file_lengths_only_for_streaming_insert_deltas(tmp_path: Path) -> None:
-    from acid.schema import TableSchema
-    from acid.writer import write_delta
+    from acidstream.acid.schema import TableSchema
+    from acidstream.acid.writer import write_delta
 
     t = tmp_path / "t"
     for d in ("delta_0000001_0000002", "delta_0000004_0000005_v0000009"):
@@ -353,7 +369,7 @@ def test_raw_format_is_checked_only_on_original_named_files(
 ) -> None:
     """Hive's ``chooseFile`` inspects only ``N_M`` / ``N_M_copy_K`` files: a ``delta_x_x`` of
     ``bucket_N`` files is never raw and none of its files is opened while listing."""
-    import acid.directory as directory
+    import acidstream.acid.directory as directory
 
     t = tmp_path / "t"
     for w in range(1, 21):
@@ -386,7 +402,7 @@ def test_raw_format_is_checked_only_on_original_named_files(
 def test_side_file_removed_after_listing_means_the_whole_file(tmp_path: Path) -> None:
     """A streaming writer that closes its file between our listing and our side-file read
     leaves no side file: the file's whole (grown) length is valid, not an error."""
-    from acid.storage import Storage
+    from acidstream.acid.storage import Storage
 
     t = tmp_path / "t"
     f = t / "delta_0000001_0000002" / "bucket_00000"
@@ -409,9 +425,9 @@ def test_side_file_removed_after_listing_means_the_whole_file(tmp_path: Path) ->
 
 def _live_streaming_file(tmp_path: Path) -> tuple[Any, str, Any]:
     """A streaming bucket file with a side file and the 10 rows of write id 1 buffered."""
-    from acid import layout
-    from acid.file_writer import AcidFileWriter
-    from acid.storage import Storage
+    from acidstream.acid import layout
+    from acidstream.acid.file_writer import AcidFileWriter
+    from acidstream.acid.storage import Storage
     from tests.acid.writer_cases import SIMPLE, simple_rows
 
     storage, root = Storage.for_path(str(tmp_path))
@@ -429,8 +445,8 @@ def test_a_file_closed_between_the_listing_and_the_side_file_check_is_read_whole
     not yet) and the writer closed it before the side file was looked for: the file is
     whole now and is read at its length now, not at the listed one (no valid tail there).
     A file listed empty before its writer made the side file stays empty."""
-    from acid import layout
-    from acid.orc_inspect import logical_length, open_orc
+    from acidstream.acid import layout
+    from acidstream.acid.orc_inspect import logical_length, open_orc
     from tests.acid.writer_cases import simple_rows
 
     storage, path, w = _live_streaming_file(tmp_path)
@@ -453,7 +469,7 @@ def test_a_file_grown_since_its_listing_is_opened_at_its_logical_length(
     """Listed when it ended at a footer (listed size == side-file length), then the writer
     appended its next piece's stripes (their footer comes at the commit): the file is
     opened at the logical length, not whole."""
-    from acid.orc_inspect import inspect_orc
+    from acidstream.acid.orc_inspect import inspect_orc
 
     storage, path, w = _live_streaming_file(tmp_path)
     length = w.flush()
@@ -471,9 +487,9 @@ def test_a_flush_after_the_listing_is_read_at_its_new_length(tmp_path: Path) -> 
     file is still corrupt."""
     import struct
 
-    from acid.errors import AcidFormatError
-    from acid.orc_inspect import logical_length
-    from acid.storage import Storage
+    from acidstream.acid.errors import AcidFormatError
+    from acidstream.acid.orc_inspect import logical_length
+    from acidstream.acid.storage import Storage
 
     data = tmp_path / "bucket_00000"
     data.write_bytes(b"x" * 3000)
@@ -493,8 +509,8 @@ def test_a_side_file_removed_during_the_listing_is_left_out(
     each entry: the listing leaves the vanished file out instead of failing the read."""
     import os
 
-    import acid.storage as storage_mod
-    from acid.storage import Storage
+    import acidstream.acid.storage as storage_mod
+    from acidstream.acid.storage import Storage
 
     d = tmp_path / "delta_0000001_0000002"
     d.mkdir()

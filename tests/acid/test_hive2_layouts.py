@@ -8,14 +8,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from acid import bucket_codec
-from acid.directory import get_acid_state
-from acid.layout import ORIGINALS_BASE_WRITE_ID, base_dir_name, parse_dir_name
-from acid.reader import read_path
-from acid.schema import TableSchema
-from acid.snapshot import ValidTxnList, ValidWriteIdList
-from acid.storage import Storage
-from acid.writer import AcidFileWriter, write_delete_delta, write_delta
+from acidstream.acid import bucket_codec
+from acidstream.acid.directory import get_acid_state
+from acidstream.acid.layout import ORIGINALS_BASE_WRITE_ID, base_dir_name, parse_dir_name
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import AcidFileWriter, write_delete_delta, write_delta
 from tests.acid.orc_builders import write_original
 
 SCHEMA = TableSchema.parse("id int, name string")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acid import layout
-from acid.layout import ParsedBase, ParsedDelta
+from acidstream.acid import layout
+from acidstream.acid.layout import ParsedBase, ParsedDelta
 
 ids = st.integers(min_value=0, max_value=10**12)
 stmts = st.integers(min_value=-1, max_value=9999)

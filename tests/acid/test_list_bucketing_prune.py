@@ -1,4 +1,4 @@
-"""Hive's list-bucketing pruner (``acid.list_bucketing_prune``): the rules one by one, and
+"""Hive's list-bucketing pruner (``acidstream.acid.list_bucketing_prune``): the rules one by one, and
 by hypothesis that no directory holding a row the filter selects is ever skipped."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acid.hive_text import hive_text
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
-from acid.list_bucketing_prune import (
+from acidstream.acid.hive_text import hive_text
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acidstream.acid.list_bucketing_prune import (
     MAX_CELLS,
     And,
     Eq,
@@ -30,7 +30,7 @@ from acid.list_bucketing_prune import (
     select_dirs,
     text_of_schema,
 )
-from acid.schema import TableSchema
+from acidstream.acid.schema import TableSchema
 
 SCHEMA = TableSchema.parse("x int, y string, z bigint, f double, b boolean, d date, m decimal(6,2)")
 TEXT = text_of_schema(SCHEMA)

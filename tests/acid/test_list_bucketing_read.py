@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acid.directory import get_acid_state
-from acid.file_writer import AcidFileWriter, RowIdSequence
-from acid.hive_text import hive_text
-from acid.layout import base_dir_name, bucket_file_name, delta_dir_name
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
-from acid.reader import read_path, scan
-from acid.schema import TableSchema
-from acid.snapshot import ValidTxnList
-from acid.storage import Storage
-from acid.writer import write_delete_delta
+from acidstream.acid.directory import get_acid_state
+from acidstream.acid.file_writer import AcidFileWriter, RowIdSequence
+from acidstream.acid.hive_text import hive_text
+from acidstream.acid.layout import base_dir_name, bucket_file_name, delta_dir_name
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acidstream.acid.reader import read_path, scan
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.snapshot import ValidTxnList
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import write_delete_delta
 from tests.acid.orc_builders import write_side_file
 
 ALL_TXNS = ValidTxnList()

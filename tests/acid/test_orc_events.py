@@ -1,4 +1,4 @@
-"""Insert events' key columns spliced into pyarrow's stripes (``acid.orc_events``).
+"""Insert events' key columns spliced into pyarrow's stripes (``acidstream.acid.orc_events``).
 
 The splice must give what ORC C++ writes for the whole event table: byte for byte when
 the file is uncompressed (same runs, row-index positions, statistics, types, offsets),
@@ -20,13 +20,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acid.errors import AcidFormatError
-from acid.file_writer import AcidFileWriter
-from acid.orc_events import InsertRun, splice_insert_events
-from acid.orc_tail import compress_chunks, parse_tail, tail_bytes
-from acid.protobuf import encode_fields
-from acid.schema import TableSchema
-from acid.storage import Storage
+from acidstream.acid.errors import AcidFormatError
+from acidstream.acid.file_writer import AcidFileWriter
+from acidstream.acid.orc_events import InsertRun, splice_insert_events
+from acidstream.acid.orc_tail import compress_chunks, parse_tail, tail_bytes
+from acidstream.acid.protobuf import encode_fields
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.storage import Storage
 
 _I64 = (1 << 63) - 1
 
@@ -201,7 +201,7 @@ SCHEMA = TableSchema.parse("id int, s string")
 def _streaming_file(path: Path, codec: str, blocks: list[list[int]]) -> bytes:
     """A streaming delta file (side file, one footer per txn) of ``blocks``: per txn,
     the sizes of its writes."""
-    from acid.orc_options import OrcWriterOptions
+    from acidstream.acid.orc_options import OrcWriterOptions
 
     storage, root = Storage.for_path(str(path))
     w = AcidFileWriter(
@@ -230,7 +230,7 @@ def _streaming_file(path: Path, codec: str, blocks: list[list[int]]) -> bytes:
 def test_streaming_files_are_the_unspliced_writers(
     codec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import acid.file_writer as file_writer
+    import acidstream.acid.file_writer as file_writer
 
     calls: list[int] = []
 

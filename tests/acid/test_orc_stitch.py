@@ -12,13 +12,13 @@ from typing import Any
 import pyorc
 import pytest
 
-from acid import layout
-from acid.errors import AcidFormatError
-from acid.orc_stitch import StripeStitcher, merge_column_statistics
-from acid.orc_tail import parse_tail
-from acid.protobuf import decode_fields, encode_fields
-from acid.storage import Storage
-from acid.writer import AcidFileWriter
+from acidstream.acid import layout
+from acidstream.acid.errors import AcidFormatError
+from acidstream.acid.orc_stitch import StripeStitcher, merge_column_statistics
+from acidstream.acid.orc_tail import parse_tail
+from acidstream.acid.protobuf import decode_fields, encode_fields
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import AcidFileWriter
 from tests.acid.writer_cases import ALL_TYPES, all_types_row
 
 # root, 6 event fields, 17 table columns and 5 nested (array element, map key/value, 2 struct fields)
@@ -135,7 +135,7 @@ def test_pieces_must_share_compression(tmp_path: Path) -> None:
 
 def test_stitched_stripes_stream_to_the_file_before_the_flush(tmp_path: Path) -> None:
     """Memory stays at about one stripe: stripes reach the file as pyarrow cuts them."""
-    from acid.writer import OrcWriterOptions
+    from acidstream.acid.writer import OrcWriterOptions
     from tests.acid.writer_cases import SIMPLE, simple_rows
 
     storage, root = Storage.for_path(str(tmp_path))

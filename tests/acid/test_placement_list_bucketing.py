@@ -13,13 +13,13 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid.errors import SerializationError
-from acid.hive_text import hive_text, java_float_text
-from acid.list_bucketing import DEFAULT_DIR_NAME, DEFAULT_KEY, SkewedInfo
-from acid.orc_options import OrcWriterOptions
-from acid.placement import Placement, TableLayout
-from acid.row_keys import RowIdSequence
-from acid.schema import parse_hive_type
+from acidstream.acid.errors import SerializationError
+from acidstream.acid.hive_text import hive_text, java_float_text
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME, DEFAULT_KEY, SkewedInfo
+from acidstream.acid.orc_options import OrcWriterOptions
+from acidstream.acid.placement import Placement, TableLayout
+from acidstream.acid.row_keys import RowIdSequence
+from acidstream.acid.schema import parse_hive_type
 
 DEFAULT2 = f"{DEFAULT_DIR_NAME}/{DEFAULT_DIR_NAME}"
 

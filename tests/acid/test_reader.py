@@ -1,5 +1,5 @@
 """``read_path``: deletes, write-id validity, flush lengths, registries, projection,
-predicates, partitions, ROW__IDs and errors, on tables written by ``acid.writer``."""
+predicates, partitions, ROW__IDs and errors, on tables written by ``acidstream.acid.writer``."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from acid import bucket_codec
-from acid.directory import get_acid_state
-from acid.errors import AcidFormatError, ConfigError, TableNotFoundError
-from acid.partitions import Partition
-from acid.reader import iter_batches, read_path
-from acid.schema import TableSchema
-from acid.snapshot import ValidTxnList
-from acid.storage import Storage
-from acid.writer import (
+from acidstream.acid import bucket_codec
+from acidstream.acid.directory import get_acid_state
+from acidstream.acid.errors import AcidFormatError, ConfigError, TableNotFoundError
+from acidstream.acid.partitions import Partition
+from acidstream.acid.reader import iter_batches, read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.snapshot import ValidTxnList
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import (
     AcidFileWriter,
     OrcWriterOptions,
     write_base,
@@ -112,7 +112,7 @@ def test_base_and_deltas(tmp_path: Path) -> None:
     # even "oldest"), so the reader uses the deltas, which still hold the history.
     assert ids(read_path(t, txns="100:30:30:")) == [10, 11, 100, 101, 102]
     # Write id 2 open for this reader: the visible compacted base_3 is too new.
-    from acid.errors import NotEnoughHistoryError
+    from acidstream.acid.errors import NotEnoughHistoryError
 
     with pytest.raises(NotEnoughHistoryError):
         read_path(t, write_ids="db.t:5:2:2:")
@@ -183,9 +183,9 @@ def test_sort_merge_fallback_equals_in_memory_registry(tmp_path: Path, seed: int
 
 
 def test_sort_merge_loads_only_the_events_of_each_stripe_interval(tmp_path: Path) -> None:
-    from acid.delete_registry import SortMergedDeletes, delete_files
-    from acid.directory import get_acid_state
-    from acid.snapshot import ValidTxnList, ValidWriteIdList
+    from acidstream.acid.delete_registry import SortMergedDeletes, delete_files
+    from acidstream.acid.directory import get_acid_state
+    from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
 
     t, _ = _multi_stripe_table(tmp_path, 200_000, 3_000, 3)
     st = get_acid_state(t, write_ids=None, txns=ValidTxnList())
@@ -193,7 +193,7 @@ def test_sort_merge_loads_only_the_events_of_each_stripe_interval(tmp_path: Path
     import pyarrow.orc as orc
 
     f = orc.ORCFile(str(next(Path(t).glob("delta_0000001_*/bucket_00000"))))
-    from acid.delete_registry import key_table
+    from acidstream.acid.delete_registry import key_table
 
     qual = frozenset(d.delta for d in delete_files(st))
     for i in range(f.nstripes):
@@ -368,7 +368,7 @@ def _expected(
     """Brute force from the files themselves: visible rows minus valid delete events."""
     import pyarrow.orc as orc
 
-    from acid.snapshot import ValidWriteIdList
+    from acidstream.acid.snapshot import ValidWriteIdList
 
     wl = ValidWriteIdList.from_string(snap)
     deleted: set[tuple[int, int, int]] = set()
@@ -398,7 +398,7 @@ def _row_ids(t: pa.Table) -> list[tuple[int, int, int]]:
 def test_fast_paths_equal_sort_merge_and_brute_force(
     tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from acid import reader
+    from acidstream.acid import reader
 
     t, keys, snaps = _mixed_table(tmp_path, seed)
     for snap in snaps:
@@ -450,7 +450,7 @@ def test_fast_path_on_original_files_equals_sort_merge(tmp_path: Path) -> None:
 def test_deleted_row_mask_matches_isin() -> None:
     import numpy as np
 
-    from acid.delete_registry import deleted_row_mask
+    from acidstream.acid.delete_registry import deleted_row_mask
 
     rnd = np.random.default_rng(5)
     for _ in range(300):
@@ -477,7 +477,7 @@ def test_deleted_row_mask_matches_isin() -> None:
 
 
 def test_row_id_groups_sort_dedupe_and_drop_null_keys() -> None:
-    from acid.delete_registry import RowIdGroups, key_table
+    from acidstream.acid.delete_registry import RowIdGroups, key_table
 
     keys = key_table(
         pa.array([3, 1, 1, 3, None, 1, 2], pa.int64()),
@@ -517,7 +517,7 @@ def test_row_id_groups_sort_dedupe_and_drop_null_keys() -> None:
 def test_threaded_reads_raise_the_first_error_in_file_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from acid import reader
+    from acidstream.acid import reader
 
     t = str(tmp_path)
     for w in range(1, 4):
@@ -548,8 +548,8 @@ def test_filter_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:
 def test_multi_stripe_files_stream_stripe_by_stripe(tmp_path: Path) -> None:
     import pyarrow.orc as orc
 
-    from acid.orc_inspect import inspect_orc
-    from acid.writer import OrcWriterOptions
+    from acidstream.acid.orc_inspect import inspect_orc
+    from acidstream.acid.writer import OrcWriterOptions
 
     rnd = random.Random(7)
     n = 60_000
@@ -582,8 +582,8 @@ def test_multi_stripe_files_stream_stripe_by_stripe(tmp_path: Path) -> None:
 
 
 def test_partition_directories_are_decoded_by_the_partition_name_codec(tmp_path: Path) -> None:
-    from acid.partition_name import DEFAULT_PARTITION_NAME, make_partition_name
-    from acid.partitions import discover_partitions, partition_values_of_path
+    from acidstream.acid.partition_name import DEFAULT_PARTITION_NAME, make_partition_name
+    from acidstream.acid.partitions import discover_partitions, partition_values_of_path
 
     schema = TableSchema.parse("id int")
     names = {
@@ -611,7 +611,7 @@ def test_small_files_are_read_in_one_thread(
 ) -> None:
     """Threads only for files averaging THREADED_READ_MIN_AVG_BYTES: per small file, the
     GIL-holding work outweighs the decoding threads could overlap."""
-    from acid import reader
+    from acidstream.acid import reader
 
     t = str(tmp_path)
     for w in range(1, 4):

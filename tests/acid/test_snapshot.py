@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acid.snapshot import (
+from acidstream.acid.snapshot import (
     LONG_MAX,
     RangeResponse,
     ValidCompactorWriteIdList,

@@ -1,4 +1,4 @@
-"""acid.storage: the write-back head start a streaming commit gives the disk."""
+"""acidstream.acid.storage: the write-back head start a streaming commit gives the disk."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from acid import storage as storage_mod
-from acid.storage import Storage
+from acidstream.acid import storage as storage_mod
+from acidstream.acid.storage import Storage
 
 
 def test_start_writeback_hands_the_bytes_to_the_os_before_any_sync(tmp_path: Path) -> None:

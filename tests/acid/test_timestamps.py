@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyorc
 import pytest
 
-from acid.errors import AcidFormatError
-from acid.reader import read_path
-from acid.schema import TableSchema
-from acid.side_file import decode_flush_lengths
-from acid.storage import Storage
-from acid.writer import AcidFileWriter
+from acidstream.acid.errors import AcidFormatError
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.side_file import decode_flush_lengths
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import AcidFileWriter
 
 SCHEMA = TableSchema.parse("id int, ts timestamp, d date, tss array<timestamp>")
 D = dt.datetime

@@ -13,13 +13,13 @@ import pyarrow as pa
 import pyorc
 import pytest
 
-from acid import bucket_codec, layout
-from acid.errors import AcidFormatError, ConfigError, SerializationError
-from acid.orc_tail import parse_tail
-from acid.schema import TableSchema
-from acid.side_file import decode_flush_lengths
-from acid.storage import Storage
-from acid.writer import AcidFileWriter, OrcWriterOptions, write_delta
+from acidstream.acid import bucket_codec, layout
+from acidstream.acid.errors import AcidFormatError, ConfigError, SerializationError
+from acidstream.acid.orc_tail import parse_tail
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.side_file import decode_flush_lengths
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import AcidFileWriter, OrcWriterOptions, write_delta
 from tests.acid.writer_cases import BUILDERS, SIMPLE, WrittenFile, simple_rows
 
 ACID_KEYS = {"hive.acid.key.index", "hive.acid.stats", "hive.acid.version"}
@@ -372,7 +372,7 @@ def test_null_structs_keep_later_values_in_place(tmp_path: Path, engine: str, vi
             w.insert(1, rows)
     got = [tuple(e[5]) for e in pyorc.Reader(io.BytesIO(Path(path).read_bytes()))]
     assert [(g[0], g[1], g[2], g[3]) for g in got] == [(r[0], r[1], r[2], r[3]) for r in rows]
-    from acid.reader import read_path
+    from acidstream.acid.reader import read_path
 
     back = read_path(tmp_path).to_pylist()
     assert [(b["id"], None if b["st"] is None else (b["st"]["x"], b["st"]["y"])) for b in back] == [

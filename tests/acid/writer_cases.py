@@ -1,4 +1,4 @@
-"""Files written by ``acid.writer`` in the shapes the writer must support, for tests.
+"""Files written by ``acidstream.acid.writer`` in the shapes the writer must support, for tests.
 
 Each builder returns a ``WrittenFile``: the path, the flush lengths at which a
 reader may cut the file (plus ``None`` for the whole file) and the rows each
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acid import bucket_codec, layout
-from acid.schema import TableSchema
-from acid.storage import Storage
-from acid.writer import (
+from acidstream.acid import bucket_codec, layout
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import (
     AcidFileWriter,
     OrcWriterOptions,
     write_base,

@@ -10,14 +10,14 @@ import json
 
 import pytest
 
-from acid.errors import TableNotFoundError
+from acidstream.acid.errors import TableNotFoundError
 from acidstream.cli.main import EXIT_ERROR
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_json import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_json import StrictJsonWriter
+from acidstream.txn.store import TxnStore
+from acidstream.txn.txn_sql import TxnState
 from tests.plugins.store_fixture import Cli
 from tests.txn.links_helpers import make_namespaces, write
-from txn.store import TxnStore
-from txn.txn_sql import TxnState
 
 
 def _refused(result: tuple[int, str, str], *fragments: str) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
 from acidstream.cli.main import main
+from acidstream.txn import open_store
 from tests.txn.test_list_bucketing_catalog import _make_version_2_store
-from txn import open_store
 
 
 @pytest.fixture

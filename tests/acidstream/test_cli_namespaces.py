@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 from acidstream.cli.main import EXIT_ERROR, EXIT_INTERNAL
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.plugins.store_fixture import Cli
 from tests.txn.links_helpers import make_namespaces, walk, write
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnStore
 
 
 def _refused(result: tuple[int, str, str], fragment: str) -> None:

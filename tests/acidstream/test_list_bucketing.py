@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 import acidstream
-from acid.errors import AcidFormatError
-from acid.list_bucketing import DEFAULT_DIR_NAME
-from acid.reader import read_path
+from acidstream.acid.errors import AcidFormatError
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME
+from acidstream.acid.reader import read_path
 from acidstream.cli.main import main
-from ingest.connection import StreamingConnection
-from ingest.record_writers import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 from tests.list_bucketing_tables import SKEW, make_lb_table
-from txn.catalog import TableDef
-from txn.store import TxnStore
 
 
 def lb_table(store: TxnStore) -> TableDef:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 import acidstream
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.main import EXIT_ERROR, main
 from acidstream.snapshot_read import NoSnapshotWarning
+from acidstream.txn.store import TxnStore
 from tests.acidstream.test_snapshot_read import _aborted_rows_on_disk
 from tests.ingest.conftest import MakeTable
-from txn.store import TxnStore
 
 COMMITTED = [0, 1, 2, 3, 4]  # the aborted txn's ids 100..104 are on disk too
 
@@ -80,9 +80,9 @@ def test_a_real_path_under_a_symlinked_warehouse_reads_with_the_snapshot(
 ) -> None:
     """The catalog stores the location as configured (through a symlink); a reader that
     names the real directory is still reading that table."""
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_json import StrictJsonWriter
-    from txn import TableDef, open_store
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_json import StrictJsonWriter
+    from acidstream.txn import TableDef, open_store
 
     real_wh = tmp_path / "real_wh"
     real_wh.mkdir()

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import acidstream
-from acid.reader import read_path
+from acidstream.acid.reader import read_path
 from acidstream.cli.main import main
 
 
@@ -56,7 +56,7 @@ def test_read_table_of_a_partitioned_table_with_no_partition_has_its_partition_c
 
 
 def test_reader_given_the_partition_keys_keeps_them_without_any_partition(table: Path) -> None:
-    """``acid.reader`` itself: the catalog's keys are columns before any directory exists."""
+    """``acidstream.acid.reader`` itself: the catalog's keys are columns before any directory exists."""
     table.mkdir(parents=True)
     t = read_path(str(table), partition_keys=("ds", "h"), columns=["ds", "h"])
     assert (t.num_rows, t.column_names) == (0, ["ds", "h"])

@@ -10,11 +10,11 @@ import pytest
 
 import acidstream
 from acidstream.cli.main import main
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
 from acidstream.snapshot_read import NoSnapshotWarning, iter_table_batches
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable
-from txn.store import TxnStore
 
 
 def _aborted_rows_on_disk(store: TxnStore, make_table: MakeTable) -> str:
@@ -99,8 +99,8 @@ def _five_deltas(store: TxnStore, make_table: MakeTable) -> None:
 
 
 def _compact_and_clean(store: TxnStore) -> list[object]:
-    from compaction import Cleaner, Worker
-    from txn.compaction_sql import CompactionQueue
+    from acidstream.compaction import Cleaner, Worker
+    from acidstream.txn.compaction_sql import CompactionQueue
 
     q = CompactionQueue(store)
     q.request("default", "t", None, major=True)
@@ -119,7 +119,7 @@ def test_a_streaming_read_holds_a_read_txn_that_keeps_the_cleaner_off_its_files(
     """A read by name opens a txn before its snapshot (as Hive's readers do): a major
     compaction committed mid-read cannot have its obsolete deltas cleaned until the read
     ends, so the read finishes with every row instead of failing on a vanished file."""
-    from txn.store import TxnState
+    from acidstream.txn.store import TxnState
 
     _five_deltas(store, make_table)
     kw = {"metastore": store_url, "warehouse": warehouse}
@@ -133,7 +133,7 @@ def test_a_streaming_read_holds_a_read_txn_that_keeps_the_cleaner_off_its_files(
         first.column("id").to_pylist() + [i for b in rest for i in b.column("id").to_pylist()]
     ) == list(range(50))
     assert [t.state for t in _read_txns(store)] in ([TxnState.COMMITTED], [])
-    from compaction import Cleaner
+    from acidstream.compaction import Cleaner
 
     assert Cleaner(store).run_once()  # the read is over: now the deltas go
     assert sorted(acidstream.read_table("default.t", **kw).column("id").to_pylist()) == list(
@@ -145,7 +145,7 @@ def test_a_dropped_read_and_the_cli_read_commit_their_read_txns(
     store: TxnStore, make_table: MakeTable, store_url: str, warehouse: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    from txn.store import TxnState
+    from acidstream.txn.store import TxnState
 
     _five_deltas(store, make_table)
     kw = {"metastore": store_url, "warehouse": warehouse}

@@ -12,20 +12,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import acid
 import acidstream
-from acid.errors import ConfigError, TableNotFoundError, TransactionError
-from acidstream import ReadOptions, Table, snapshot_read
-from compaction import Cleaner, Worker
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream import ReadOptions, Table, acid, snapshot_read
+from acidstream.acid.errors import ConfigError, TableNotFoundError, TransactionError
+from acidstream.compaction import Cleaner, Worker
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnState, TxnStore
 from tests.ingest.conftest import MakeTable
 from tests.list_bucketing_tables import SKEW, make_lb_table
 from tests.txn.links_helpers import make_namespaces
 from tests.txn.links_helpers import write as write_b
-from txn.catalog import TableDef
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnState, TxnStore
 
 
 def _commit(store: TxnStore, ids: range, *, ds: str = "a", abort: bool = False) -> None:

@@ -1,7 +1,7 @@
 """A writer process for the chaos harness: ``python -m tests.chaos.child '<json spec>'``.
 
 Runs one of the project's writers over the harness's deterministic events and dies, pauses
-or fails where the spec says. Faults come from :mod:`acid.faults`: ``ACIDSTREAM_FAULTS``
+or fails where the spec says. Faults come from :mod:`acidstream.acid.faults`: ``ACIDSTREAM_FAULTS``
 (set by the parent) kills at the first hit of a step; the in-process hook here kills,
 pauses (SIGSTOP) or terminates the PostgreSQL backend at the N-th hit of a step.
 
@@ -39,7 +39,7 @@ def event(i: int, partitioned: bool) -> bytes:
 
 
 def _install_hook(spec: dict[str, Any], store: Any) -> None:
-    from acid import faults
+    from acidstream.acid import faults
 
     fault = spec.get("hook")
     if not fault:
@@ -100,10 +100,10 @@ def run_connection(spec: dict[str, Any], say: Callable[[str], None] = _print) ->
     """StreamingConnection: ``rows_per_txn`` events per txn, resuming from the table.
     ``say`` gets one line per step (stdout in a child; the harness runs an unfaulted
     restart in its own process with a quiet one)."""
-    from acid.errors import StorageError, TransactionError, TxnAbortedError
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_writers import StrictJsonWriter
-    from txn.store import open_store
+    from acidstream.acid.errors import StorageError, TransactionError, TxnAbortedError
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_writers import StrictJsonWriter
+    from acidstream.txn.store import open_store
 
     store = open_store(spec["store_url"], clock=_clock(spec.get("clock_file")))
     db, name = spec["table"].split(".")
@@ -152,12 +152,12 @@ def run_connection(spec: dict[str, Any], say: Callable[[str], None] = _print) ->
 
 
 def run_compactor(spec: dict[str, Any], say: Callable[[str], None] = _print) -> int:
-    """``compaction.service.Compactor``: queue a compaction (unless ``enqueue`` is false,
+    """``acidstream.compaction.service.Compactor``: queue a compaction (unless ``enqueue`` is false,
     e.g. on a restart that recovers a dead worker's request), then one pass: recover,
     work, clean."""
-    from compaction.service import Compactor
-    from txn.compaction_sql import CompactionQueue
-    from txn.store import open_store
+    from acidstream.compaction.service import Compactor
+    from acidstream.txn.compaction_sql import CompactionQueue
+    from acidstream.txn.store import open_store
 
     store = open_store(spec["store_url"])
     _install_hook(spec, store)
@@ -175,7 +175,7 @@ def run_compactor(spec: dict[str, Any], say: Callable[[str], None] = _print) -> 
 def run_kafka(spec: dict[str, Any]) -> int:
     """The Kafka job's driver (``acidstream.jobs.kafka_job.run_kafka_job``) until the topic is read
     (``availableNow``); the hook runs in the driver only."""
-    from acid.errors import AcidStreamError
+    from acidstream.acid.errors import AcidStreamError
     from acidstream.jobs.config import KafkaJobConfig
     from acidstream.jobs.kafka_job import run_kafka_job
 

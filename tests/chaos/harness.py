@@ -39,12 +39,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from acid.reader import read_path
-from recovery.fsck import FsckReport, fsck_table
-from recovery.repair import RepairReport, repair_table
+from acidstream.acid.reader import read_path
+from acidstream.recovery.fsck import FsckReport, fsck_table
+from acidstream.recovery.repair import RepairReport, repair_table
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnState, TxnStore, open_store
 from tests.chaos.child import EXIT_STORAGE, EXIT_TXN_ABORTED, RESUME_KEY
-from txn.catalog import TableDef
-from txn.store import TxnState, TxnStore, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 FUTURE_S = 3600.0
@@ -266,7 +266,7 @@ def snapshot_ids(store: TxnStore, table: TableDef) -> list[int]:
         txns = store.get_valid_txns(txn)
         wids = store.get_valid_write_ids(table.db, table.name, txns)
         assert table.location is not None
-        from acid.storage import Storage
+        from acidstream.acid.storage import Storage
 
         storage, root = Storage.for_path(table.location)
         if not storage.exists(root):
@@ -389,8 +389,8 @@ def repair(store_url: str, table: TableDef, label: str) -> RepairReport:
 def data_files(table: TableDef) -> list[tuple[str, int]]:
     """Every bucket file of the table and the length a reader uses (the side file's last
     length when there is one)."""
-    from acid.orc_inspect import read_flush_lengths
-    from acid.storage import Storage
+    from acidstream.acid.orc_inspect import read_flush_lengths
+    from acidstream.acid.storage import Storage
 
     assert table.location is not None
     storage, root = Storage.for_path(table.location)

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import open_store
 from tests.chaos import harness
 from tests.chaos.child import EXIT_OTHER_TYPED, EXIT_STORAGE, EXIT_TXN_ABORTED
 from tests.chaos.harness import (
@@ -57,8 +59,6 @@ from tests.chaos.harness import (
     repair,
     start_child,
 )
-from txn.catalog import TableDef
-from txn.store import open_store
 
 TABLE = "a"
 """The scenarios' table name (``default.a``)."""
@@ -140,8 +140,8 @@ def expected_rows(run: AdminRun) -> Counter[tuple[Any, ...]]:
 def read_by_name(run: AdminRun, when: str) -> Counter[tuple[Any, ...]] | None:
     """The table read by name with the metastore's snapshot, as a user reads it; ``None``
     when the read refuses typed because of the deliberately torn side file."""
-    from acid.errors import AcidStreamError
     from acidstream import read_table
+    from acidstream.acid.errors import AcidStreamError
 
     try:
         t = read_table(f"default.{TABLE}", metastore=run.store_url, warehouse=run.warehouse)
@@ -178,7 +178,7 @@ def check_rows(run: AdminRun, when: str) -> None:
 
 def check_fsck(run: AdminRun, when: str) -> None:
     """Invariant 3: fsck reports no data loss (leftovers are fine: repair's work)."""
-    from recovery.fsck import fsck_table
+    from acidstream.recovery.fsck import fsck_table
 
     with open_store(run.store_url) as s:
         report = fsck_table(s, s.get_table("default", TABLE), txn_timeout_s=TXN_TIMEOUT_S)

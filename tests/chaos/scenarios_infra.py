@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from acidstream.txn.store import open_store
 from tests.chaos import harness
 from tests.chaos.child import EXIT_OTHER_TYPED, EXIT_TXN_ABORTED
 from tests.chaos.harness import (
@@ -37,7 +38,6 @@ from tests.chaos.harness import (
     snapshot_ids,
     start_child,
 )
-from txn.store import open_store
 
 TASK_STEP = "sink.task_after_flush"
 
@@ -277,7 +277,7 @@ def scenario_clock_jump(store_url: str, warehouse: str, seed: int) -> Result:
         obs.snap()
         if forward:
             with open_store(store_url, warehouse=warehouse, clock=clock) as s:
-                from recovery.repair import repair_table
+                from acidstream.recovery.repair import repair_table
 
                 rep = repair_table(s, table, apply=True, txn_timeout_s=TXN_TIMEOUT_S)
                 if any(a.error for a in rep.actions):

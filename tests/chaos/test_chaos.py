@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from acidstream.txn.store import open_store
 from tests.chaos.harness import (
     InvariantViolation,
     Outcome,
@@ -28,7 +29,6 @@ from tests.chaos.harness import (
     run_child,
     run_iteration,
 )
-from txn.store import open_store
 
 pytestmark = pytest.mark.chaos
 
@@ -111,7 +111,7 @@ def test_snapshot_check_sees_uncommitted_rows(tmp_path: Path) -> None:
     """The invariant checker is not vacuous: after a writer is killed with uncommitted rows
     behind a flushed footer, a read that ignores the snapshot shows them, and
     :func:`check_snapshot` rejects it; the metastore's snapshot passes."""
-    from acid.reader import read_path
+    from acidstream.acid.reader import read_path
     from tests.chaos.harness import snapshot_ids
 
     with backend_url("sqlite", str(tmp_path)) as url:
@@ -143,7 +143,9 @@ def test_once_marker_kills_only_the_first_process_at_a_step(tmp_path: Path) -> N
 
     env = {"ACIDSTREAM_FAULTS": "sink.task_after_flush", "ACIDSTREAM_FAULTS_ONCE": str(tmp_path),
            "PYTHONPATH": str(ROOT)}  # fmt: skip
-    code = "from acid import faults; faults.point('sink.task_after_flush'); print('passed')"
+    code = (
+        "from acidstream.acid import faults; faults.point('sink.task_after_flush'); print('passed')"
+    )
     runs = [
         subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         for _ in range(2)

@@ -14,15 +14,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from acid import bucket_codec, layout
-from acid.reader import read_path
-from acid.schema import TableSchema
-from acid.storage import Storage
-from acid.writer import AcidFileWriter, write_delete_delta, write_delta
+from acidstream.acid import bucket_codec, layout
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import AcidFileWriter, write_delete_delta, write_delta
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.locks import DataOperationType, LockComponent, LockRequest, LockType
+from acidstream.txn.store import TxnStore
 from tests.plugins.store_fixture import FakeClock
-from txn.catalog import TableDef
-from txn.locks import DataOperationType, LockComponent, LockRequest, LockType
-from txn.store import TxnStore
 
 SCHEMA = "id bigint, name string, salary int"
 

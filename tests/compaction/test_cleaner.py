@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acid.reader import read_path
-from compaction import Cleaner, Worker
+from acidstream.acid.reader import read_path
+from acidstream.compaction import Cleaner, Worker
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.compaction.conftest import MakeTbl, b0, rows, sort_rows
 from tests.plugins.store_fixture import FakeClock
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnStore
 
 
 def _dirs(path: str) -> set[str]:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from acidstream.cli.compaction_cmds import SHOW_COMPACTIONS_COLUMNS, register
+from acidstream.txn.store import TxnState, TxnStore
 from tests.compaction.conftest import MakeTbl, b0, rows
 from tests.plugins.store_fixture import FakeClock
-from txn.store import TxnState, TxnStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

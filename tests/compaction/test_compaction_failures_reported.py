@@ -23,16 +23,16 @@ from pathlib import Path
 
 import pytest
 
-from acid import faults
+from acidstream.acid import faults
 from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE, main
-from compaction.service import Compactor
+from acidstream.compaction.service import Compactor
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import FAILED, READY_FOR_CLEANING, CompactionQueue
+from acidstream.txn.store import TxnState, TxnStore
 from tests.chaos.harness import make_table, snapshot_ids
 from tests.compaction.conftest import partitioned_on
 from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
 from tests.recovery.test_repair_side_files import COMMITTED, batch_killed_after_two_commits
-from txn.catalog import TableDef
-from txn.compaction_sql import FAILED, READY_FOR_CLEANING, CompactionQueue
-from txn.store import TxnState, TxnStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

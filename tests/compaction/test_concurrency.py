@@ -17,16 +17,16 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from acid import faults
-from acid.reader import read_path
-from compaction import Compactor, CompactorConfig
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictDelimitedInputWriter
+from acidstream.acid import faults
+from acidstream.acid.reader import read_path
+from acidstream.compaction import Compactor, CompactorConfig
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictDelimitedInputWriter
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.locks import LockState
+from acidstream.txn.store import TxnStore
 from tests.compaction.conftest import MakeTbl
 from tests.plugins.store_fixture import FakeClock
-from txn.compaction_sql import CompactionQueue
-from txn.locks import LockState
-from txn.store import TxnStore
 
 WRITERS = 2
 TXNS_PER_WRITER = 30

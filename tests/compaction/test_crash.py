@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from compaction import Cleaner, Compactor
+from acidstream.compaction import Cleaner, Compactor
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnState, TxnStore
 from tests.compaction.conftest import MakeTbl, b0, rows
 from tests.plugins.store_fixture import FakeClock
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnState, TxnStore
 
 pytestmark = pytest.mark.slow
 
 CHILD = """
 import sys
-from txn.store import open_store
-from compaction import Cleaner, Compactor
+from acidstream.txn.store import open_store
+from acidstream.compaction import Cleaner, Compactor
 store = open_store(sys.argv[1])
 Compactor(store, initiator=False, cleaner=False).run_once()
 print("survived")
@@ -85,9 +85,9 @@ def test_worker_killed_mid_compaction_then_restart(
 
 CLEANER_CHILD = """
 import os, signal, sys
-from acid import faults
-from txn.store import open_store
-from compaction import Cleaner
+from acidstream.acid import faults
+from acidstream.txn.store import open_store
+from acidstream.compaction import Cleaner
 seen = [0]
 def hook(step):
     if step == "cleaner.before_delete":

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from acid import faults
-from compaction import Cleaner, CompactorConfig, Initiator, Worker
-from compaction.config import table_thresholds
+from acidstream.acid import faults
+from acidstream.compaction import Cleaner, CompactorConfig, Initiator, Worker
+from acidstream.compaction.config import table_thresholds
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.compaction.conftest import MakeTbl, Tbl, rows
 from tests.plugins.store_fixture import FakeClock
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnStore
 
 NUM = "compactorthreshold.hive.compactor.delta.num.threshold"
 PCT = "compactorthreshold.hive.compactor.delta.pct.threshold"

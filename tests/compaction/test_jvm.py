@@ -9,10 +9,10 @@ from typing import Any
 import pyarrow.orc as orc
 import pytest
 
-from compaction import Worker
+from acidstream.compaction import Worker
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.compaction.conftest import MakeTbl, b0, rows
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnStore
 
 pytestmark = pytest.mark.spark
 

@@ -10,17 +10,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 
-from acid.list_bucketing import DEFAULT_DIR_NAME
-from acid.reader import read_path
-from compaction import Worker
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME
+from acidstream.acid.reader import read_path
+from acidstream.compaction import Worker
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import READY_FOR_CLEANING, CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.acid.orc_builders import write_original
 from tests.compaction.conftest import Tbl
 from tests.list_bucketing_tables import make_lb_table
-from txn.catalog import TableDef
-from txn.compaction_sql import READY_FOR_CLEANING, CompactionQueue
-from txn.store import TxnStore
 
 DIRS = {"x=6", "x=20", DEFAULT_DIR_NAME}
 

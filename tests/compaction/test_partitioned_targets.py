@@ -17,24 +17,24 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from acid.errors import ConfigError
-from acid.storage import Storage
-from acid.writer import write_base
+from acidstream.acid.errors import ConfigError
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import write_base
 from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE
-from compaction.cleaner import Cleaner
-from compaction.worker import Worker
-from tests.compaction.conftest import MakeTbl, Tbl, partitioned_on, rows
-from tests.plugins.store_fixture import Cli
-from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
-from tests.txn.links_helpers import make_namespaces, write
-from txn.catalog import TableDef
-from txn.compaction_sql import (
+from acidstream.compaction.cleaner import Cleaner
+from acidstream.compaction.worker import Worker
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import (
     FAILED,
     READY_FOR_CLEANING,
     CompactionQueue,
     next_txn_id,
 )
-from txn.store import TxnStore
+from acidstream.txn.store import TxnStore
+from tests.compaction.conftest import MakeTbl, Tbl, partitioned_on, rows
+from tests.plugins.store_fixture import Cli
+from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
+from tests.txn.links_helpers import make_namespaces, write
 
 ROOT = Path(__file__).resolve().parents[2]
 

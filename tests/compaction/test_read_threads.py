@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-import compaction.rewrite as rewrite
-from compaction.rewrite import map_in_threads
+import acidstream.compaction.rewrite as rewrite
+from acidstream.compaction.rewrite import map_in_threads
 
 
 def _record(items: list[int]) -> tuple[list[int], set[str]]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from compaction import Compactor, CompactorConfig
+from acidstream.compaction import Compactor, CompactorConfig
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.compaction.conftest import MakeTbl, rows
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnStore
 
 
 def test_started_compactor_compacts_and_cleans_then_stops(

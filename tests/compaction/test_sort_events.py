@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from compaction.rewrite import sort_events
+from acidstream.compaction.rewrite import sort_events
 
 
 def _events(o: list[int], b: list[int], r: list[int], c: list[int]) -> pa.Table:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from compaction import Cleaner, Worker
+from acidstream.compaction import Cleaner, Worker
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnState, TxnStore
 from tests.compaction.conftest import MakeTbl, b0, rows
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnState, TxnStore
 
 pytestmark = pytest.mark.spark
 

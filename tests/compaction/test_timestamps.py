@@ -16,13 +16,13 @@ import pyarrow.orc as orc
 import pyorc
 import pytest
 
-from acid import bucket_codec, layout
-from compaction import Worker
-from compaction.worker import CompactionOutcome
-from txn.catalog import TableDef
-from txn.compaction_sql import CompactionQueue
-from txn.locks import DataOperationType, LockComponent, LockRequest, LockType
-from txn.store import TxnStore
+from acidstream.acid import bucket_codec, layout
+from acidstream.compaction import Worker
+from acidstream.compaction.worker import CompactionOutcome
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.locks import DataOperationType, LockComponent, LockRequest, LockType
+from acidstream.txn.store import TxnStore
 
 NS_A = 1_577_934_245_123_456_789  # 2020-01-02 03:04:05.123456789
 NS_B = 1_600_000_000_000_000_001  # 2020-09-13 12:26:40.000000001
@@ -160,7 +160,7 @@ def test_nanoseconds_next_to_9999_fail_the_compaction_without_loss(store: TxnSto
 
 
 def test_original_files_with_9999_12_31_compact_through_the_reader(store: TxnStore) -> None:
-    """With original (pre-ACID) files the rows come through ``acid.reader``: read in
+    """With original (pre-ACID) files the rows come through ``acidstream.acid.reader``: read in
     nanoseconds first, and again in microseconds when a value is past 2262."""
     t = _table(store)
     assert t.location is not None

@@ -10,15 +10,15 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pytest
 
-from acid import faults, layout
-from acid.orc_inspect import inspect_orc
-from acid.storage import Storage
-from compaction import Cleaner, Worker
-from compaction.worker import CompactionOutcome
+from acidstream.acid import faults, layout
+from acidstream.acid.orc_inspect import inspect_orc
+from acidstream.acid.storage import Storage
+from acidstream.compaction import Cleaner, Worker
+from acidstream.compaction.worker import CompactionOutcome
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnState, TxnStore
 from tests.compaction.conftest import MakeTbl, Tbl, b0, rows
 from tests.plugins.store_fixture import FakeClock
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnState, TxnStore
 
 Shape = Callable[[Tbl], str | None]  # builds the table; returns the partition to compact
 
@@ -57,7 +57,7 @@ def shape_open_txn_above(t: Tbl) -> str | None:
 
 
 def shape_multi_statement(t: Tbl) -> str | None:
-    from txn.locks import DataOperationType
+    from acidstream.txn.locks import DataOperationType
 
     w1 = t.insert(rows(0, 20))
     txn, w2 = t.begin(DataOperationType.UPDATE)
@@ -317,8 +317,8 @@ def test_direct_event_merge_agrees_with_the_reader_path(
 ) -> None:
     """Major compaction merges event files directly; the reader path (used with original
     files) must produce exactly the same events for the same snapshot."""
-    from acid.directory import get_acid_state
-    from compaction.rewrite import (
+    from acidstream.acid.directory import get_acid_state
+    from acidstream.compaction.rewrite import (
         CompactorSnapshot,
         is_event_only,
         merged_events,

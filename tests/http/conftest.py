@@ -17,11 +17,11 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from acid.schema import TableSchema
-from ingest.http.server import LISTENING
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.http.server import LISTENING
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnState, TxnStore, open_store
 from tests.ingest.conftest import snapshot_read
-from txn.catalog import TableDef
-from txn.store import TxnState, TxnStore, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0

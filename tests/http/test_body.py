@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acid.placement import Placement, TableLayout
-from acid.schema import TableSchema
-from ingest.http.body import (
+from acidstream.acid.placement import Placement, TableLayout
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.http.body import (
     ROW_PATH_MAX_RECORDS,
     BodyTooLarge,
     gunzip,
     parse_lines,
     split_lines,
 )
-from ingest.record_writers import StrictJsonWriter
-from txn.catalog import TableDef
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
 
 
 def test_split_lines_numbers_lines_as_the_client_does() -> None:

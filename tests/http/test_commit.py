@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from acidstream.txn.store import open_store
 from tests.http.conftest import (
     ServerProcess,
     base_config,
@@ -20,7 +21,6 @@ from tests.http.conftest import (
     open_txns,
     read_ids,
 )
-from txn.store import open_store
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 Factory = Callable[..., ServerProcess]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
-from ingest.http.config import DEFAULT_CONTENT_TYPES, ServerConfig
+from acidstream.acid.errors import ConfigError
+from acidstream.ingest.http.config import DEFAULT_CONTENT_TYPES, ServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from acid import faults
+from acidstream.acid import faults
+from acidstream.txn.store import open_store
 from tests.http.conftest import (
     ServerProcess,
     base_config,
@@ -23,7 +24,6 @@ from tests.http.conftest import (
     read_ids,
     write_config,
 )
-from txn.store import open_store
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 RETRYABLE = {409, 429, 503}

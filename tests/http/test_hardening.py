@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from acidstream.txn.store import open_store
 from tests.http.conftest import (
     ROOT,
     ServerProcess,
@@ -28,7 +29,6 @@ from tests.http.conftest import (
     read_ids,
     write_config,
 )
-from txn.store import open_store
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 

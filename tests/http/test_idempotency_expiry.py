@@ -10,10 +10,10 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from acid import faults
-from acid.errors import AcidStreamError, ConfigError, TransactionError
-from ingest.http.config import ServerConfig
-from ingest.http.idempotency import (
+from acidstream.acid import faults
+from acidstream.acid.errors import AcidStreamError, ConfigError, TransactionError
+from acidstream.ingest.http.config import ServerConfig
+from acidstream.ingest.http.idempotency import (
     IDEM_PREFIX,
     RECORD_PREFIX,
     IdempotencyIndex,
@@ -24,8 +24,8 @@ from ingest.http.idempotency import (
     pointer_key,
     pointer_value,
 )
+from acidstream.txn.store import TxnStore
 from tests.http.conftest import ServerProcess, base_config, create_table, jsonl, read_ids
-from txn.store import TxnStore
 
 NDJSON = {"content-type": "application/x-ndjson"}
 

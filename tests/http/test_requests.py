@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from acidstream.txn.store import open_store
 from tests.http.conftest import (
     ServerProcess,
     base_config,
@@ -21,7 +22,6 @@ from tests.http.conftest import (
     read_ids,
     write_config,
 )
-from txn.store import open_store
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 TOKEN_A, TOKEN_B = "token-for-secure", "token-for-other"
@@ -90,7 +90,7 @@ def test_good_and_bad_lines_commit_the_good_ones_and_report_the_bad(env: Env) ->
     assert "id" in out["rejections"][0]["reason"]
     assert out["write_ids"] and out["txn_ids"]
     assert env.ids("plain") == [1, 2]
-    from ingest.dead_letter import read_dead_letters
+    from acidstream.ingest.dead_letter import read_dead_letters
 
     dead = list(read_dead_letters(str(Path(env.warehouse).parent / "dead")))
     assert sorted(d.record for d in dead) == sorted([b'{"id":"x","msg":"b"}', b"not json"])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from acidstream.txn.store import open_store
 from tests.http.conftest import ROOT, base_config, create_table, write_config
-from txn.store import open_store
 
 
 def _serve(config: Path) -> subprocess.CompletedProcess[str]:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from acid.reader import read_path
-from acid.schema import TableSchema
-from txn.catalog import TableDef
-from txn.store import TxnStore
+from acidstream.acid.reader import read_path
+from acidstream.acid.schema import TableSchema
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 
 MakeTable = Callable[..., TableDef]
 

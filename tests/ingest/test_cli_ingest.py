@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from acidstream.cli.main import EXIT_REJECTED, main
-from txn.config import StoreConfig
+from acidstream.txn.config import StoreConfig
 
 
 def test_ingest_files_then_read_by_table_name(
@@ -70,7 +70,7 @@ def _ids(wh: Path) -> list[int]:
     store = StoreConfig.resolve(warehouse=str(wh)).open()
     try:
         t = store.get_table("default", "t")
-        from acid.reader import read_path
+        from acidstream.acid.reader import read_path
 
         data = read_path(t.location or "", write_ids=store.get_valid_write_ids("default", "t", store.get_valid_txns()),
                           txns=store.get_valid_txns(), schema=t.schema)  # fmt: skip
@@ -86,11 +86,11 @@ def test_resume_after_a_failed_run_writes_nothing_twice(
     src = tmp_path / "in.csv"
     src.write_text("".join(f"{i},n{i}\n" for i in range(100)))
     # a first run that dies after 4 commits of 10 rows (SIGKILL at the 5th commit)
-    from acid import faults
+    from acidstream.acid import faults
 
     env_vars = {**os.environ, faults.ENV: ""}
     code = [sys.executable, "-c", (
-        "import sys; from acid import faults; n=[0]\n"
+        "import sys; from acidstream.acid import faults; n=[0]\n"
         "def hook(step):\n"
         "    if step == 'batch.before_commit':\n"
         "        n[0] += 1\n"
@@ -126,7 +126,7 @@ def test_all_bad_input_commits_no_txn_and_exits_rejected(
     assert "2 records rejected" in err and "rejected record at" in err
     store = StoreConfig.resolve(warehouse=str(env)).open()
     try:
-        from txn.store import TxnState
+        from acidstream.txn.store import TxnState
 
         assert TxnState.COMMITTED not in {t.state for t in store.show_txns()}
     finally:
@@ -181,7 +181,7 @@ def test_rejected_records_are_reported_by_byte_offset_as_their_dead_letters_are(
     # the dead letters of the same records carry the same offsets, as file:offset
     dl = tmp_path / "dead"
     assert main(["ingest", "t", "--format", "json", "--dead-letter", str(dl), str(src)]) == 3
-    from ingest.dead_letter import read_dead_letters
+    from acidstream.ingest.dead_letter import read_dead_letters
 
     assert [d.position for d in read_dead_letters(str(dl))] == [
         f"{src}:{offsets[1]}",

@@ -17,15 +17,20 @@ from typing import Any
 import pyorc
 import pytest
 
-from acid import faults, layout
-from acid.errors import SerializationError, TableNotFoundError, TransactionError, TxnAbortedError
-from acid.side_file import decode_flush_lengths
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.dead_letter import read_dead_letters
-from ingest.record_writers import StrictDelimitedInputWriter, StrictJsonWriter
+from acidstream.acid import faults, layout
+from acidstream.acid.errors import (
+    SerializationError,
+    TableNotFoundError,
+    TransactionError,
+    TxnAbortedError,
+)
+from acidstream.acid.side_file import decode_flush_lengths
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.dead_letter import read_dead_letters
+from acidstream.ingest.record_writers import StrictDelimitedInputWriter, StrictJsonWriter
+from acidstream.txn.locks import LockComponent, LockRequest, LockState, LockType
+from acidstream.txn.store import TxnState, TxnStore
 from tests.ingest.conftest import MakeTable, snapshot_read
-from txn.locks import LockComponent, LockRequest, LockState, LockType
-from txn.store import TxnState, TxnStore
 
 
 def _json(i: int, **extra: Any) -> bytes:
@@ -75,7 +80,7 @@ def test_batch_with_interleaved_commits_and_aborts_reads_back_at_every_snapshot(
     assert stats.records_written == sum(10 + k for k in range(7))
     # Every earlier snapshot still reads the same rows after the batch is closed.
     for expect, wids in snapshots:
-        from acid.reader import read_path
+        from acidstream.acid.reader import read_path
 
         got = read_path(t.location or "", write_ids=wids, txns=None, columns=["id"])
         assert sorted(got.column("id").to_pylist()) == sorted(expect)
@@ -195,8 +200,8 @@ def test_static_partition(store: TxnStore, make_table: MakeTable) -> None:
 
 
 def test_bucketed_table_routes_rows_with_hive_hash(store: TxnStore, make_table: MakeTable) -> None:
-    from acid.bucket_hash import bucket_number
-    from acid.schema import parse_hive_type
+    from acidstream.acid.bucket_hash import bucket_number
+    from acidstream.acid.schema import parse_hive_type
 
     t = make_table("b", "id int, msg string", buckets=("id", 4))
     with _conn(store, "b") as c:
@@ -293,9 +298,9 @@ def test_heartbeat_thread_notices_the_reaper_and_closes_the_batch(
 _KILL_SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_writers import StrictJsonWriter
-    from txn.store import open_store
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_writers import StrictJsonWriter
+    from acidstream.txn.store import open_store
     store = open_store(sys.argv[1])
     c = StreamingConnection("t", record_writer=StrictJsonWriter(), store=store,
                             options=StreamingOptions(txns_per_batch=3, memory_limit_bytes=200))
@@ -402,7 +407,7 @@ def test_object_store_without_hflush_gets_one_txn_per_file(store: TxnStore) -> N
     """fsspec's memory filesystem, like an object store, only shows a file once it is closed."""
     import uuid
 
-    from txn.catalog import TableDef
+    from acidstream.txn.catalog import TableDef
 
     loc = f"memory://acidstream-test-{uuid.uuid4().hex}/t"
     t = store.create_table(

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from acid.side_file import decode_flush_lengths
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.acid.side_file import decode_flush_lengths
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable
-from txn.store import TxnStore
 
 pytestmark = pytest.mark.spark
 

@@ -9,8 +9,8 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest import line_blocks
-from ingest.line_blocks import read_blocks
+from acidstream.ingest import line_blocks
+from acidstream.ingest.line_blocks import read_blocks
 
 
 def _all(data: bytes, **kw: int) -> tuple[list[bytes], list[int], list[tuple[int, int, int]]]:

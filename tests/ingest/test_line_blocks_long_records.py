@@ -9,8 +9,8 @@ from unittest.mock import patch
 import numpy as np
 import pytest
 
-from ingest import line_blocks
-from ingest.line_blocks import read_blocks
+from acidstream.ingest import line_blocks
+from acidstream.ingest.line_blocks import read_blocks
 
 
 @pytest.mark.parametrize("limit", [4 << 20, 1 << 20])  # taken whole / skipped as oversize

@@ -17,21 +17,21 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid.errors import ConfigError, SerializationError, StorageError
-from acid.list_bucketing import DEFAULT_DIR_NAME
-from acid.orc_options import OrcWriterOptions
-from acid.placement import Placement, TableLayout
-from acid.row_keys import RowIdSequence
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
-from recovery.fsck import fsck_table
-from recovery.repair import repair_table
+from acidstream.acid.errors import ConfigError, SerializationError, StorageError
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME
+from acidstream.acid.orc_options import OrcWriterOptions
+from acidstream.acid.placement import Placement, TableLayout
+from acidstream.acid.row_keys import RowIdSequence
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.recovery.fsck import fsck_table
+from acidstream.recovery.repair import repair_table
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 from tests.http.conftest import ServerProcess, base_config, write_config
 from tests.ingest.conftest import snapshot_read
 from tests.list_bucketing_tables import SKEW, make_lb_table
 from tests.plugins.faulty_fs import FaultPlan, install
-from txn.catalog import TableDef
-from txn.store import TxnStore
 
 
 def rec(x: int | None, s: str, p: str = "a") -> bytes:

@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acid.schema import HiveType
-from ingest.number_gate import (
+from acidstream.acid.schema import HiveType
+from acidstream.ingest.number_gate import (
     FLOAT_PATTERN,
     INT_PATTERN,
     float_gate,
@@ -22,7 +22,7 @@ from ingest.number_gate import (
     plain_float_cast,
     plain_int_cast,
 )
-from ingest.record_convert import ConvError, primitive_text_conv
+from acidstream.ingest.record_convert import ConvError, primitive_text_conv
 
 _pieces = st.sampled_from(
     ["0", "1", "9", "12", "123456789", "+", "-", ".", "e", "E", "x", " ", "é", "٣", "\x00"]

@@ -16,18 +16,18 @@ from typing import Any
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid.errors import AcidFormatError, ConfigError
-from acid.orc_options import OrcWriterOptions
-from acid.orc_tail import compress_chunks, decompress_chunks
-from acid.side_file import decode_flush_lengths
+from acidstream.acid.errors import AcidFormatError, ConfigError
+from acidstream.acid.orc_options import OrcWriterOptions
+from acidstream.acid.orc_tail import compress_chunks, decompress_chunks
+from acidstream.acid.side_file import decode_flush_lengths
 from acidstream.cli.main import main
-from compaction import Worker
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.compaction import Worker
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import snapshot_read
-from txn.catalog import TableDef
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnStore
 
 WRITABLE = ["NONE", "SNAPPY", "ZSTD", "ZLIB"]
 # PostScript.compression of each codec, and pyarrow's name of it.

@@ -1,4 +1,4 @@
-"""Parsing the next block while the current one commits (``ingest.parse_ahead``): the
+"""Parsing the next block while the current one commits (``acidstream.ingest.parse_ahead``): the
 same rows, rejections and dead letters as ``write_block(records)``, really ahead of the
 caller, and ``acidstream ingest``'s guesses never changing what a txn holds."""
 
@@ -14,16 +14,16 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.main import EXIT_REJECTED, main
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.parse_ahead import AheadParser, parse_block, parse_stream
-from ingest.record_common import EncodedBlock
-from ingest.record_json import StrictJsonWriter
-from ingest.record_writers import BoundRecordWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.parse_ahead import AheadParser, parse_block, parse_stream
+from acidstream.ingest.record_common import EncodedBlock
+from acidstream.ingest.record_json import StrictJsonWriter
+from acidstream.ingest.record_writers import BoundRecordWriter
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable, snapshot_read
-from txn.config import StoreConfig
-from txn.store import TxnStore
 
 
 def _blocks(n_blocks: int, size: int) -> list[list[bytes]]:
@@ -109,7 +109,7 @@ class _Watched:
 
 
 def test_the_next_block_is_parsed_while_the_caller_holds_this_one() -> None:
-    from acid.schema import TableSchema
+    from acidstream.acid.schema import TableSchema
 
     inner = StrictJsonWriter().bind(TableSchema.parse("id int, msg string"))
     started = {k: threading.Event() for k in range(4)}
@@ -129,7 +129,7 @@ def test_the_next_block_is_parsed_while_the_caller_holds_this_one() -> None:
 
 
 def test_a_wrong_guess_parses_the_records_taken() -> None:
-    from acid.schema import TableSchema
+    from acidstream.acid.schema import TableSchema
 
     bound = StrictJsonWriter().bind(TableSchema.parse("id int, msg string"))
     guessed = [b'{"id": 1, "msg": "guess"}']
@@ -147,7 +147,7 @@ def test_a_wrong_guess_parses_the_records_taken() -> None:
 def test_a_block_parsed_for_another_connection_is_refused(
     store: TxnStore, make_table: MakeTable
 ) -> None:
-    from acid.schema import TableSchema
+    from acidstream.acid.schema import TableSchema
 
     make_table("t", "id int, msg string")
     other = parse_block(
@@ -216,7 +216,7 @@ class _Breaks:
 def test_a_parse_that_fails_ahead_fails_where_the_block_is_taken() -> None:
     """The error of a block parsed ahead reaches the caller when it takes that block (not
     before, not lost), the blocks before it arrive whole, and the thread ends."""
-    from acid.schema import TableSchema
+    from acidstream.acid.schema import TableSchema
 
     inner = StrictJsonWriter().bind(TableSchema.parse("id int, msg string"))
     blocks = [[json.dumps({"id": k, "msg": "m"}).encode()] for k in range(4)]
@@ -243,7 +243,7 @@ def test_an_error_of_the_block_source_reaches_the_caller_where_it_takes_that_blo
     """The parse thread draws the blocks: an error the caller's iterable raises (a file
     that cannot be read, say) reaches the caller at the block it stands for, after every
     block before it, and the thread ends."""
-    from acid.schema import TableSchema
+    from acidstream.acid.schema import TableSchema
 
     bound = StrictJsonWriter().bind(TableSchema.parse("id int, msg string"))
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from acidstream.cli.main import EXIT_REJECTED, main
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.dead_letter import read_dead_letters
-from ingest.record_writers import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.dead_letter import read_dead_letters
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable, snapshot_read
 from tests.poison_corpus import COLUMNS, POISON, corpus
-from txn.store import TxnStore
 
 
 @pytest.mark.parametrize("path", ["write", "write_many", "write_block"])

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acid.errors import SerializationError
-from acid.schema import TableSchema
-from ingest.record_writers import (
+from acidstream.acid.errors import SerializationError
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.record_writers import (
     BoundRecordWriter,
     EncodedBlock,
     StrictDelimitedInputWriter,
@@ -271,7 +271,7 @@ def test_a_line_longer_than_the_read_block_is_read_in_bulk() -> None:
     """Reads cut a block of lines into small Arrow blocks (so threads share it); one line
     far longer than that block size still lands whole, with its neighbours, in the one
     bulk read of the block (JSON and delimited), not in a fallback."""
-    from ingest.record_bulk import block_read_size
+    from acidstream.ingest.record_bulk import block_read_size
 
     schema = TableSchema.parse("id int, s string")
     long_s = "x" * 300_000
@@ -519,7 +519,7 @@ def test_joined_lines_answer_as_the_lengths_do(
 ) -> None:
     """``joined_lines`` takes exactly the blocks of plain lines within the limit, and its
     line-length answers (a pass over the breaks, lengths only on demand) are the exact ones."""
-    from ingest.record_bulk import block_read_size, joined_lines
+    from acidstream.ingest.record_bulk import block_read_size, joined_lines
 
     lengths = [len(r) for r in records]
     plain = all(r and b"\n" not in r and b"\r" not in r for r in records)
@@ -538,7 +538,7 @@ def test_joined_lines_answer_as_the_lengths_do(
 
 
 def test_a_line_longer_than_the_read_size_sets_the_read_size() -> None:
-    from ingest.record_bulk import block_read_size, joined_lines
+    from acidstream.ingest.record_bulk import block_read_size, joined_lines
 
     short = [b"y" * 50] * 3000
     lines = joined_lines(short, 1 << 24)

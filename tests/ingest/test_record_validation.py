@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from acid.errors import ConfigError, SerializationError
-from acid.partition_name import make_partition_name
-from acid.schema import TableSchema
-from ingest.record_writers import (
+from acidstream.acid.errors import ConfigError, SerializationError
+from acidstream.acid.partition_name import make_partition_name
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.record_writers import (
     BoundRecordWriter,
     StrictDelimitedInputWriter,
     StrictJsonWriter,

@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from acid.errors import ConfigError, SerializationError
-from acid.schema import TableSchema
-from ingest.record_writers import (
+from acidstream.acid.errors import ConfigError, SerializationError
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.record_writers import (
     StrictDelimitedInputWriter,
     StrictJsonWriter,
     StrictRegexWriter,

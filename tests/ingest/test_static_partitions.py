@@ -14,14 +14,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from acid.errors import ConfigError, SerializationError
+from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.cli.main import EXIT_ERROR, main
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.dead_letter import read_dead_letters
-from ingest.record_writers import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.dead_letter import read_dead_letters
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable, snapshot_read
-from txn.catalog import TableDef
-from txn.store import TxnStore
 
 PARTS = (("ds", "date"), ("h", "int"))
 

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import StorageError
+from acidstream.acid.errors import StorageError
 from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE, main
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnState, TxnStore
 from tests.ingest.conftest import snapshot_read
 from tests.plugins.faulty_fs import FaultPlan, install
 from tests.plugins.tmpfs_fixture import Tmpfs
-from txn.catalog import TableDef
-from txn.store import TxnState, TxnStore
 
 ROWS = 700
 BATCH = 4

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable, snapshot_read
-from txn.store import TxnStore
 
 D = dt.datetime
 # One txn per list: the first and last need the writer's exact path, the middle one not.

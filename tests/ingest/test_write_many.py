@@ -24,22 +24,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ingest.connection as connection_module
-from acid.errors import SerializationError
-from acid.list_bucketing import DEFAULT_DIR_NAME
-from acid.schema import TableSchema
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_common import BoundRecordWriter, Encoded, EncodedBlock, PartitionColumns
-from ingest.record_writers import (
+import acidstream.ingest.connection as connection_module
+from acidstream.acid.errors import SerializationError
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_common import (
+    BoundRecordWriter,
+    Encoded,
+    EncodedBlock,
+    PartitionColumns,
+)
+from acidstream.ingest.record_writers import (
     RecordWriter,
     StrictDelimitedInputWriter,
     StrictJsonWriter,
     StrictRegexWriter,
 )
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable, snapshot_read
 from tests.list_bucketing_tables import SKEW
-from txn.catalog import TableDef
-from txn.store import TxnStore
 
 COLUMNS = "id int, msg string, amount double"
 MAX_RECORD_BYTES = 90  # small, so that oversized records come up

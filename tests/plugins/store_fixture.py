@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from txn.store import TxnStore, open_store
+from acidstream.txn.store import TxnStore, open_store
 
 Cli = Callable[..., tuple[int, str, str]]
 """The ``cli`` fixture's runner: ``cli(*argv) -> (exit code, stdout, stderr)``."""

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from acid.errors import AcidStreamError
+from acidstream.acid.errors import AcidStreamError
 from acidstream.cli import recovery_cmds
-from recovery.fsck import EXIT_CLEAN, EXIT_ERRORS, EXIT_WARNINGS, fsck_path, fsck_table
-from recovery.sink_state import INGEST_PREFIX, SINK_PREFIX
+from acidstream.recovery.fsck import EXIT_CLEAN, EXIT_ERRORS, EXIT_WARNINGS, fsck_path, fsck_table
+from acidstream.recovery.sink_state import INGEST_PREFIX, SINK_PREFIX
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 from tests.chaos.harness import (
     connection_spec,
     future_store,
@@ -23,8 +25,6 @@ from tests.chaos.harness import (
     run_child,
     snapshot_ids,
 )
-from txn.catalog import TableDef
-from txn.store import TxnStore
 
 
 def killed_writer(
@@ -100,8 +100,8 @@ def test_aborted_write_id_directory_is_reported(store: TxnStore) -> None:
 
 
 def test_partly_aborted_directory_is_information_only(store: TxnStore) -> None:
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_writers import StrictJsonWriter
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_writers import StrictJsonWriter
 
     t = make_table(store)
     with StreamingConnection(
@@ -203,7 +203,7 @@ def test_sink_state_lists_sink_and_ingest_records(
     store: TxnStore, warehouse: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from acidstream.cli.ingest_cmds import RESUME_PREFIX
-    from sinks.foreach_batch import META_PREFIX
+    from acidstream.sinks.foreach_batch import META_PREFIX
 
     assert (SINK_PREFIX, INGEST_PREFIX) == (META_PREFIX, RESUME_PREFIX)
     make_table(store)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from acidstream.cli.main import main
-from txn.catalog import TableDef
-from txn.store import TxnStore
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 
 
 @pytest.mark.parametrize("alias", ["symlink", "file_url", "dotdot", "trailing_slash"])

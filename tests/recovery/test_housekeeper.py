@@ -15,21 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli import housekeeping_cmds
+from acidstream.txn import TxnState, TxnStore
+from acidstream.txn.housekeeper import Housekeeper, HousekeepingReport
+from acidstream.txn.locks import DataOperationType as Op
 from tests.plugins.store_fixture import FakeClock
 from tests.txn.conftest import make_table, write_lock
-from txn import TxnState, TxnStore
-from txn.housekeeper import Housekeeper, HousekeepingReport
-from txn.locks import DataOperationType as Op
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # A writer that holds an open txn with a write id and a lock, heartbeating it, until killed.
 _WRITER = """
 import sys, time
-from txn import open_store
-from txn.locks import DataOperationType, LockComponent, LockRequest, LockType
+from acidstream.txn import open_store
+from acidstream.txn.locks import DataOperationType, LockComponent, LockRequest, LockType
 store = open_store(sys.argv[1])
 (txn,) = store.open_txns(1, user="writer", host="h", agent_info="killed-writer")
 store.allocate_write_ids([txn], "default", "t")

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from acidstream.txn import TxnState, TxnStore
 from tests.txn.conftest import make_table
-from txn import TxnState, TxnStore
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +32,8 @@ TIMEOUT_S = 4.0  # small, so the test waits seconds; set with `acidstream config
 # row, prints the txn id, then idles in the open txn until a line on stdin commits it.
 _WRITER = """
 import json, sys
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
 opts = StreamingOptions(**json.loads(sys.argv[2]))
 conn = StreamingConnection("default.t", record_writer=StrictJsonWriter(), metastore=sys.argv[1],
                            options=opts)

@@ -9,13 +9,13 @@ import signal
 from pathlib import Path
 
 from acidstream.cli.main import EXIT_ERROR, EXIT_STORAGE
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnState, TxnStore
 from tests.chaos.harness import connection_spec, run_child
 from tests.plugins.store_fixture import Cli
 from tests.plugins.tmpfs_fixture import Tmpfs, make_read_only
 from tests.recovery.test_repair import tree
 from tests.txn.links_helpers import make_namespaces, write
-from txn.catalog import TableDef
-from txn.store import TxnState, TxnStore
 
 
 def _refused(result: tuple[int, str, str], fragment: str, code: int = EXIT_ERROR) -> None:

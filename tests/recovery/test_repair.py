@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from acid.side_file import decode_flush_lengths
+from acidstream.acid.side_file import decode_flush_lengths
 from acidstream.cli import recovery_cmds
-from recovery.fsck import EXIT_CLEAN, EXIT_WARNINGS, fsck_table
-from recovery.repair import repair_table
+from acidstream.recovery.fsck import EXIT_CLEAN, EXIT_WARNINGS, fsck_table
+from acidstream.recovery.repair import repair_table
+from acidstream.txn.store import TxnState, TxnStore
 from tests.chaos.harness import (
     connection_spec,
     data_files,
@@ -24,7 +25,6 @@ from tests.chaos.harness import (
     snapshot_ids,
 )
 from tests.recovery.test_fsck import clean_writer, killed_writer
-from txn.store import TxnState, TxnStore
 
 
 def tree(root: str) -> dict[str, str]:
@@ -138,8 +138,8 @@ def test_writer_killed_before_its_first_commit_leaves_an_aborted_directory(
 def test_directory_with_a_committed_write_id_is_never_removed(store: TxnStore) -> None:
     """A batch whose middle txn aborted: the directory holds aborted rows, but committed
     write ids need it; repair leaves it, its bytes and its rows alone."""
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_writers import StrictJsonWriter
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_writers import StrictJsonWriter
 
     t = make_table(store)
     with StreamingConnection(

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from acid.side_file import decode_flush_lengths, encode_flush_length
-from recovery.fsck import EXIT_CLEAN, fsck_table
-from recovery.repair import RepairReport, repair_table
+from acidstream.acid.side_file import decode_flush_lengths, encode_flush_length
+from acidstream.recovery.fsck import EXIT_CLEAN, fsck_table
+from acidstream.recovery.repair import RepairReport, repair_table
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 from tests.chaos.harness import (
     connection_spec,
     data_files,
@@ -24,8 +26,6 @@ from tests.chaos.harness import (
     run_child,
     snapshot_ids,
 )
-from txn.catalog import TableDef
-from txn.store import TxnStore
 
 COMMITTED = 20
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from sinks.foreach_batch import AcidSink, SinkOptions, committed_offsets
+from acidstream.sinks.foreach_batch import AcidSink, SinkOptions, committed_offsets
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnState, TxnStore, open_store
 from tests.ingest.conftest import snapshot_read
-from txn.catalog import TableDef
-from txn.store import TxnState, TxnStore, open_store
 
 pytestmark = pytest.mark.spark
 
@@ -116,7 +116,7 @@ def test_sink_tasks_write_the_tables_orc_codec(
     a codec the writers cannot produce fails the sink before any txn opens."""
     import pyarrow.orc as pa_orc
 
-    from acid.errors import ConfigError
+    from acidstream.acid.errors import ConfigError
 
     wh = str(tmp_path / "wh")
     with open_store(store_url, warehouse=wh) as store:
@@ -302,7 +302,7 @@ def _terminate_backend_at(store: TxnStore, step: str) -> list[int]:
     many backends were terminated."""
     import psycopg
 
-    from acid import faults
+    from acidstream.acid import faults
     from tests.plugins.store_fixture import PG_URL
 
     fired: list[int] = []
@@ -328,7 +328,7 @@ def test_connection_killed_during_commit_is_rechecked_not_assumed_failed(
 ) -> None:
     if not store_url.startswith("postgresql"):
         pytest.skip("pg_terminate_backend needs the PostgreSQL backend")
-    from acid import faults
+    from acidstream.acid import faults
 
     sink = AcidSink(table="ev", metastore=env["url"], warehouse=env["wh"],
                     options=SinkOptions(txns_per_batch=2))  # fmt: skip
@@ -346,8 +346,8 @@ def test_connection_killed_during_commit_is_rechecked_not_assumed_failed(
 def test_a_commit_that_landed_but_whose_reply_was_lost_keeps_its_files(
     spark: Any, env: dict[str, Any]
 ) -> None:
-    from acid import faults
-    from acid.errors import CommitStateUnknownError
+    from acidstream.acid import faults
+    from acidstream.acid.errors import CommitStateUnknownError
 
     def lost_reply(step: str) -> None:
         if step == "commit_txns.after_commit":
@@ -371,8 +371,8 @@ def test_a_commit_that_landed_but_whose_reply_was_lost_keeps_its_files(
 def test_an_unknown_outcome_the_metastore_cannot_settle_deletes_nothing(
     spark: Any, env: dict[str, Any]
 ) -> None:
-    from acid import faults
-    from acid.errors import CommitStateUnknownError
+    from acidstream.acid import faults
+    from acidstream.acid.errors import CommitStateUnknownError
 
     def always_unknown(step: str) -> None:
         if step == "commit_txns.before_commit":

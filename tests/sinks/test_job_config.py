@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.sink_cmds import DEMO_MARKER, fresh_demo_state
 from acidstream.jobs.config import KafkaJobConfig
 from acidstream.jobs.kafka_job import job_failure_message
@@ -70,7 +70,7 @@ def test_job_failure_names_the_cause_and_the_fix() -> None:
         "[STREAM_FAILED] Query [id = 1] terminated with exception: An exception was thrown "
         "from the Python worker.\nTraceback (most recent call last):\n"
         '  File "x.py", line 1, in f\n'
-        "acid.errors.DataLossError: partition events/0 offset went back from 10 to 4\n"
+        "acidstream.acid.errors.DataLossError: partition events/0 offset went back from 10 to 4\n"
     )
     msg = job_failure_message(report)
     assert "\n" not in msg
@@ -84,11 +84,11 @@ def test_compaction_auto_keeps_the_job_table_compacted(tmp_path: Path) -> None:
     delta-count threshold gets compacted while the job runs, without losing a row."""
     import time
 
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_writers import StrictJsonWriter
     from acidstream.jobs.kafka_job import _TableServices, ensure_table
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_writers import StrictJsonWriter
-    from txn.compaction_sql import CompactionQueue
-    from txn.config import StoreConfig
+    from acidstream.txn.compaction_sql import CompactionQueue
+    from acidstream.txn.config import StoreConfig
 
     cfg = KafkaJobConfig.load(
         CONFIG, overrides={"warehouse": str(tmp_path / "wh"), "table.partitioned_by": ""}, env={}

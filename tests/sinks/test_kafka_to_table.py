@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from acid import faults
+from acidstream.acid import faults
 from acidstream.jobs.config import KafkaJobConfig
 from acidstream.jobs.kafka_job import run_kafka_job
-from sinks.foreach_batch import CRASH_POINTS
+from acidstream.sinks.foreach_batch import CRASH_POINTS
+from acidstream.txn.store import TxnState, open_store
 from tests.ingest.conftest import snapshot_read
-from txn.store import TxnState, open_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -197,7 +197,7 @@ def test_poison_records_never_wedge_the_stream(
 ) -> None:
     """Records that used to fail the commit (and every restart after it) are dead-lettered
     with the reason; the good ones around them land, and the stream keeps going."""
-    from ingest.dead_letter import read_dead_letters
+    from acidstream.ingest.dead_letter import read_dead_letters
     from tests.poison_corpus import COLUMNS as POISON_COLUMNS
     from tests.poison_corpus import POISON, corpus, good
 

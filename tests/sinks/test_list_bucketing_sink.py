@@ -13,13 +13,13 @@ from typing import Any
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
-from compaction import Worker
-from sinks.foreach_batch import AcidSink, SinkOptions
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
+from acidstream.compaction import Worker
+from acidstream.sinks.foreach_batch import AcidSink, SinkOptions
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import READY_FOR_CLEANING, CompactionQueue
+from acidstream.txn.store import TxnStore, open_store
 from tests.ingest.conftest import snapshot_read
-from txn.catalog import TableDef
-from txn.compaction_sql import READY_FOR_CLEANING, CompactionQueue
-from txn.store import TxnStore, open_store
 
 pytestmark = pytest.mark.spark
 

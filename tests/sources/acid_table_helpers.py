@@ -8,13 +8,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from acid.schema import TableSchema
-from acid.writer import write_delete_delta
-from ingest.connection import StreamingConnection
-from ingest.record_json import StrictJsonWriter
-from txn.catalog import TableDef
-from txn.locks import DataOperationType, LockComponent, LockRequest, LockType
-from txn.store import TxnStore
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.writer import write_delete_delta
+from acidstream.ingest.connection import StreamingConnection
+from acidstream.ingest.record_json import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.locks import DataOperationType, LockComponent, LockRequest, LockType
+from acidstream.txn.store import TxnStore
 
 COLUMNS = "id bigint, name string, amount decimal(10,2)"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError, TransactionError, TxnAbortedError
-from sources.acid_table import AcidReadTxn
-from txn.store import TxnState, TxnStore, open_store
+from acidstream.acid.errors import ConfigError, TransactionError, TxnAbortedError
+from acidstream.sources.acid_table import AcidReadTxn
+from acidstream.txn.store import TxnState, TxnStore, open_store
 
 
 @pytest.fixture

@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 
-from acid import faults
-from acid.errors import AcidStreamError, ConfigError
-from acid.reader import read_path
-from compaction.cleaner import Cleaner
-from compaction.worker import Worker
-from sources.acid_table import AcidReadTxn, AcidTableSource, AcidTableStreamReader
-from sources.acid_table_options import AcidTableOptions
-from sources.acid_table_plan import AcidTablePartition
+from acidstream.acid import faults
+from acidstream.acid.errors import AcidStreamError, ConfigError
+from acidstream.acid.reader import read_path
+from acidstream.compaction.cleaner import Cleaner
+from acidstream.compaction.worker import Worker
+from acidstream.sources.acid_table import AcidReadTxn, AcidTableSource, AcidTableStreamReader
+from acidstream.sources.acid_table_options import AcidTableOptions
+from acidstream.sources.acid_table_plan import AcidTablePartition
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnState, TxnStore, open_store
 from tests.ingest.conftest import snapshot_read
 from tests.sources.acid_table_helpers import (
     arrow_rows,
@@ -30,8 +32,6 @@ from tests.sources.acid_table_helpers import (
     insert_txns,
     spark_rows,
 )
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnState, TxnStore, open_store
 
 pytestmark = pytest.mark.spark
 
@@ -162,8 +162,8 @@ def test_stripe_pieces_apply_validity_and_deletes_like_the_python_reader(env: An
     delete, cut into one-stripe pieces: the pieces' rows are the Python reader's."""
     import pyarrow as pa
 
-    from ingest.connection import StreamingConnection, StreamingOptions
-    from ingest.record_json import StrictJsonWriter
+    from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+    from acidstream.ingest.record_json import StrictJsonWriter
     from tests.sources.acid_table_helpers import rows
 
     url, wh, store = env
@@ -429,8 +429,8 @@ def test_stream_frontier_waits_for_an_open_writer(env: Any) -> None:
 _DRIVER = """
 import json, sys
 from pyspark.sql import SparkSession, functions as F
-from sinks.foreach_batch import AcidSink
-from sources.acid_table import AcidTableSource
+from acidstream.sinks.foreach_batch import AcidSink
+from acidstream.sources.acid_table import AcidTableSource
 a = json.loads(sys.argv[1])
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -581,9 +581,9 @@ def _delete_delta_table(src: Path, table: Path, deltas: list[str], probe: dict[s
     rowId 0), as ``tests/acid/test_corpus.py::_delete_delta_case`` builds it."""
     import pyarrow as pa
 
-    from acid.layout import ParsedDelta, parse_dir_name
-    from acid.schema import TableSchema
-    from acid.writer import write_delta
+    from acidstream.acid.layout import ParsedDelta, parse_dir_name
+    from acidstream.acid.schema import TableSchema
+    from acidstream.acid.writer import write_delta
     from tests.acid.orc_builders import place, write_original
 
     for d in deltas:

@@ -9,12 +9,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from compaction.cleaner import Cleaner
-from compaction.worker import Worker
-from sources.acid_table import AcidTableSource
+from acidstream.compaction.cleaner import Cleaner
+from acidstream.compaction.worker import Worker
+from acidstream.sources.acid_table import AcidTableSource
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnState, open_store
 from tests.txn.links_helpers import make_namespaces, write
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnState, open_store
 
 pytestmark = pytest.mark.spark
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from acid.list_bucketing import DEFAULT_DIR_NAME
-from ingest.connection import StreamingConnection
-from ingest.record_writers import StrictJsonWriter
-from sources.acid_table import AcidTableSource
+from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME
+from acidstream.ingest.connection import StreamingConnection
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.sources.acid_table import AcidTableSource
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import open_store
 from tests.list_bucketing_tables import SKEW, make_lb_table
-from txn.catalog import TableDef
-from txn.store import open_store
 
 pytestmark = pytest.mark.spark
 
@@ -89,7 +89,7 @@ def test_stream_reads_location_map_dirs_and_batch_prunes_them(
     nor the default name): the streaming planner and the batch planner find its files."""
     import pyarrow as pa
 
-    from acid.errors import AcidFormatError
+    from acidstream.acid.errors import AcidFormatError
 
     wh = str(tmp_path / "wh")
     store = open_store(store_url, warehouse=wh)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from acid.errors import ConfigError
-from sources.kafka import (
+from acidstream.acid.errors import ConfigError
+from acidstream.sources.kafka import (
     SHORT_NAME,
     KafkaInputPartition,
     KafkaSource,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from txn import TableDef, TxnStore
-from txn.locks import DataOperationType, LockComponent, LockRequest, LockType
+from acidstream.txn import TableDef, TxnStore
+from acidstream.txn.locks import DataOperationType, LockComponent, LockRequest, LockType
 
 
 def make_table(

@@ -7,11 +7,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from acid.layout import ParsedBase, ParsedDelta, parse_dir_name
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_json import StrictJsonWriter
-from txn.catalog import TableDef
-from txn.store import TxnStore
+from acidstream.acid.layout import ParsedBase, ParsedDelta, parse_dir_name
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_json import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
 
 
 def make_namespaces(store: TxnStore, *, partitioned: bool = True) -> TableDef:

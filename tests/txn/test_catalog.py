@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from acid.errors import ConfigError, TableNotFoundError
-from acid.partition_name import (
+from acidstream.acid.errors import ConfigError, TableNotFoundError
+from acidstream.acid.partition_name import (
     DEFAULT_PARTITION_NAME,
     escape_path_name,
     make_partition_name,
     parse_partition_name,
     unescape_path_name,
 )
-from txn import TableDef, TxnStore
-from txn.catalog import default_table_location, validate_table
+from acidstream.txn import TableDef, TxnStore
+from acidstream.txn.catalog import default_table_location, validate_table
 
 COLS = (("id", "int"), ("name", "string"))
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.main import main
-from txn import StoreConfig, TxnState, open_store
-from txn.locks import LockComponent, LockRequest, LockType
+from acidstream.txn import StoreConfig, TxnState, open_store
+from acidstream.txn.locks import LockComponent, LockRequest, LockType
 
 
 def test_config_precedence_args_env_defaults() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from txn import TableDef, TxnState, open_store
-from txn.locks import DataOperationType as Op
-from txn.locks import LockComponent, LockRequest, LockState, LockType
+from acidstream.txn import TableDef, TxnState, open_store
+from acidstream.txn.locks import DataOperationType as Op
+from acidstream.txn.locks import LockComponent, LockRequest, LockState, LockType
 
 PROCS = 8
 TXNS_PER_PROC = 500

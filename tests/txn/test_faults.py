@@ -2,7 +2,7 @@
 
 PostgreSQL: the store's server connection is killed (``pg_terminate_backend``) at a named
 step inside commit_txn's DB transaction. Both backends: the committing process is
-SIGKILLed at a named step (``ACIDSTREAM_FAULTS``, see ``acid.faults``). Afterwards the txn is either fully
+SIGKILLed at a named step (``ACIDSTREAM_FAULTS``, see ``acidstream.acid.faults``). Afterwards the txn is either fully
 committed or fully open, never half, and can then be committed normally.
 """
 
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from acid import faults
-from acid.errors import CommitStateUnknownError
-from acid.faults import ENV as CRASH_ENV
+from acidstream.acid import faults
+from acidstream.acid.errors import CommitStateUnknownError
+from acidstream.acid.faults import ENV as CRASH_ENV
+from acidstream.txn import TxnState, TxnStore
+from acidstream.txn.locks import DataOperationType as Op
 from tests.plugins.store_fixture import PG_URL
 from tests.txn.conftest import make_table, write_lock
-from txn import TxnState, TxnStore
-from txn.locks import DataOperationType as Op
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,7 +138,7 @@ def test_pg_connection_killed_at_commit_reports_unknown_state(
 
 
 _CHILD = (
-    "import sys; from txn import open_store; "
+    "import sys; from acidstream.txn import open_store; "
     "s = open_store(sys.argv[1]); "
     "s.commit_txn(int(sys.argv[2]), key='_meta.k', value='v', db='default', table='t')"
 )
@@ -169,7 +169,7 @@ def test_process_killed_mid_commit_leaves_no_half_commit(
 
 
 _BATCH_CHILD = (
-    "import sys; from txn import open_store; "
+    "import sys; from acidstream.txn import open_store; "
     "s = open_store(sys.argv[1]); "
     "s.commit_txns([int(t) for t in sys.argv[2:]], key='_meta.k', value='v', db='default', table='t')"
 )

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
+from acidstream.txn import HeartbeatResult, TxnStore
 from tests.plugins.store_fixture import FakeClock
-from txn import HeartbeatResult, TxnStore
 
 TOTAL_TXNS = 5000
 BEAT_INTERVAL_S = 0.01

@@ -11,22 +11,22 @@ from collections.abc import Callable
 import pytest
 
 import acidstream
-from acid.errors import (
+from acidstream.acid.errors import (
     AcidFormatError,
     ConfigError,
     LinkReadOnlyError,
     NamespaceError,
     TableNotFoundError,
 )
-from compaction.cleaner import Cleaner
-from compaction.worker import Worker
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_json import StrictJsonWriter
+from acidstream.compaction.cleaner import Cleaner
+from acidstream.compaction.worker import Worker
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_json import StrictJsonWriter
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.namespaces import resolve_read
+from acidstream.txn.store import TxnState, TxnStore
+from acidstream.txn.usage import namespace_usage
 from tests.txn.links_helpers import make_namespaces, walk, write
-from txn.compaction_sql import CompactionQueue
-from txn.namespaces import resolve_read
-from txn.store import TxnState, TxnStore
-from txn.usage import namespace_usage
 
 
 def _ids(t: object) -> list[int]:
@@ -179,9 +179,9 @@ def test_link_reads_take_the_same_snapshot_as_direct_reads(store: TxnStore) -> N
 
 
 def test_every_python_writer_refuses_a_link(store: TxnStore) -> None:
+    from acidstream.ingest.http.config import TableSettings as HttpTable
     from acidstream.jobs.config import TableSettings as JobTable
-    from ingest.http.config import TableSettings as HttpTable
-    from sinks.foreach_batch import AcidSink
+    from acidstream.sinks.foreach_batch import AcidSink
 
     make_namespaces(store)
     store.create_link("a", "b", "t1", dynamic=True)

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from acid.errors import ConfigError
-from acid.list_bucketing import (
+from acidstream.acid.errors import ConfigError
+from acidstream.acid.list_bucketing import (
     DEFAULT_DIR_NAME,
     DEFAULT_KEY,
     SkewedInfo,
@@ -16,10 +16,10 @@ from acid.list_bucketing import (
     parse_skewed_location,
     parse_skewed_values,
 )
-from txn import TableDef, TxnStore, open_store
-from txn.catalog import ORC_INPUT_FORMAT, ORC_OUTPUT_FORMAT, ORC_SERDE, validate_table
-from txn.db import Database, Tx
-from txn.migrations import MIGRATIONS, SCHEMA_VERSION
+from acidstream.txn import TableDef, TxnStore, open_store
+from acidstream.txn.catalog import ORC_INPUT_FORMAT, ORC_OUTPUT_FORMAT, ORC_SERDE, validate_table
+from acidstream.txn.db import Database, Tx
+from acidstream.txn.migrations import MIGRATIONS, SCHEMA_VERSION
 
 SKEW_X = SkewedInfo(col_names=("x",), col_values=(("6",), ("20",)), stored_as_dirs=True)
 
@@ -414,10 +414,10 @@ def test_skewed_location_syntax() -> None:
 
 def _database(url: str) -> Database:
     if url.startswith("sqlite:"):
-        from txn.store_sqlite import SqliteDatabase
+        from acidstream.txn.store_sqlite import SqliteDatabase
 
         return SqliteDatabase(url)
-    from txn.store_postgres import PostgresDatabase
+    from acidstream.txn.store_postgres import PostgresDatabase
 
     return PostgresDatabase(url)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.main import main
-from txn import TableDef, TxnStore, open_store
+from acidstream.txn import TableDef, TxnStore, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +45,7 @@ sys.exit(
 
 _READ = """
 import json, sys
-from txn import open_store
+from acidstream.txn import open_store
 with open_store(sys.argv[1], warehouse="wh") as s:
     t, u = s.get_table("db1", "t"), s.get_table("db1", "u")
     p = s.add_partition("db1", "t", {"ds": "2024-01-01"})

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from txn.locks import LockLevel, LockType, lock_blocks, lock_types_conflict, locks_overlap
+from acidstream.txn.locks import (
+    LockLevel,
+    LockType,
+    lock_blocks,
+    lock_types_conflict,
+    locks_overlap,
+)
 
 R, W, X, E = LockType.SHARED_READ, LockType.SHARED_WRITE, LockType.EXCL_WRITE, LockType.EXCLUSIVE
 

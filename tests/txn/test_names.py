@@ -12,15 +12,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acid.bucket_codec import MAX_BUCKET_ID
-from acid.errors import ConfigError
 from acidstream import read_table
+from acidstream.acid.bucket_codec import MAX_BUCKET_ID
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.main import EXIT_ERROR, main
-from ingest.connection import StreamingConnection
-from ingest.record_writers import StrictJsonWriter
-from txn.catalog import ORC_INPUT_FORMAT, ORC_OUTPUT_FORMAT, ORC_SERDE, TableDef, validate_table
-from txn.db import Tx
-from txn.store import TxnStore
+from acidstream.ingest.connection import StreamingConnection
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import (
+    ORC_INPUT_FORMAT,
+    ORC_OUTPUT_FORMAT,
+    ORC_SERDE,
+    TableDef,
+    validate_table,
+)
+from acidstream.txn.db import Tx
+from acidstream.txn.store import TxnStore
 
 NAME_MAX_LENGTH = 128  # Hive's, acid.table_name.NAME_MAX_LENGTH
 ALPHABET = string.ascii_letters + string.digits + "_"

@@ -1,6 +1,6 @@
 """Namespace binding (namespaces are databases): a client bound to A names only A's tables
 and links; namespace mode (a metastore setting) binds clients without a namespace to
-``default``. Every entry point asks ``txn.namespaces``; both backends."""
+``default``. Every entry point asks ``acidstream.txn.namespaces``; both backends."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ from pathlib import Path
 import pytest
 
 import acidstream
-from acid.errors import ConfigError, LinkReadOnlyError, NamespaceError, TableNotFoundError
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_json import StrictJsonWriter
-from sinks.foreach_batch import AcidSink
-from tests.txn.links_helpers import make_namespaces, write
-from txn.catalog import TableDef
-from txn.migrations import MIGRATIONS
-from txn.namespaces import (
+from acidstream.acid.errors import (
+    ConfigError,
+    LinkReadOnlyError,
+    NamespaceError,
+    TableNotFoundError,
+)
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_json import StrictJsonWriter
+from acidstream.sinks.foreach_batch import AcidSink
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.migrations import MIGRATIONS
+from acidstream.txn.namespaces import (
     NameRef,
     bind_write_name,
     check_namespace_mode,
@@ -24,7 +28,8 @@ from txn.namespaces import (
     resolve_read,
     resolve_write,
 )
-from txn.store import TxnStore, open_store
+from acidstream.txn.store import TxnStore, open_store
+from tests.txn.links_helpers import make_namespaces, write
 
 
 def _conn(store: TxnStore, name: str, namespace: str | None) -> StreamingConnection:
@@ -134,7 +139,7 @@ def test_sink_is_bound_by_its_namespace(store: TxnStore) -> None:
 
 
 def test_http_table_settings_take_a_namespace(tmp_path: Path) -> None:
-    from ingest.http.config import ServerConfig, TableSettings
+    from acidstream.ingest.http.config import ServerConfig, TableSettings
 
     assert TableSettings(name="t1", namespace="b").qualified == "b.t1"
     with pytest.raises(NamespaceError, match="outside namespace a"):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.main import main
+from acidstream.txn import TableDef, TxnStore, open_store
+from acidstream.txn.locks import LockComponent, LockRequest, LockType
+from acidstream.txn.migrations import READABLE_FROM_VERSION, SCHEMA_VERSION
 from tests.plugins.store_fixture import PG_URL
-from txn import TableDef, TxnStore, open_store
-from txn.locks import LockComponent, LockRequest, LockType
-from txn.migrations import READABLE_FROM_VERSION, SCHEMA_VERSION
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import acidstream
-from acid.errors import ConfigError
+from acidstream.acid.errors import ConfigError
 from acidstream.cli.main import EXIT_ERROR, main
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_json import StrictJsonWriter
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_json import StrictJsonWriter
+from acidstream.txn import TableDef, TxnStore
 from tests.txn.conftest import make_table
-from txn import TableDef, TxnStore
 
 
 def _write(store: TxnStore, ids: range, *, table: str = "t") -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.acid.errors import ConfigError
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.heartbeat import Heartbeater
+from acidstream.txn.settings import SETTINGS, TXN_TIMEOUT_S, check_txn_timeout_option
+from acidstream.txn.store import TxnStore, open_store
 from tests.txn.conftest import make_table
-from txn.heartbeat import Heartbeater
-from txn.settings import SETTINGS, TXN_TIMEOUT_S, check_txn_timeout_option
-from txn.store import TxnStore, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -207,7 +207,7 @@ def test_cli_config_on_a_missing_metastore_creates_nothing(tmp_path: Path) -> No
 def test_a_sink_option_contradicting_the_metastore_is_refused_on_the_driver(
     store: TxnStore,
 ) -> None:
-    from sinks.foreach_batch import AcidSink, SinkOptions
+    from acidstream.sinks.foreach_batch import AcidSink, SinkOptions
 
     make_table(store)
     store.set_setting(TXN_TIMEOUT_S, 60)

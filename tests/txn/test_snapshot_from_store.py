@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from acid.snapshot import LONG_MAX, ValidTxnList
-from txn import TxnStore
+from acidstream.acid.snapshot import LONG_MAX, ValidTxnList
+from acidstream.txn import TxnStore
 
 
 def test_valid_txn_list_with_open_and_aborted(store: TxnStore) -> None:

@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
-from acid.errors import LockTimeoutError, StorageError, TransactionError, TxnAbortedError
+from acidstream.acid.errors import LockTimeoutError, StorageError, TransactionError, TxnAbortedError
+from acidstream.txn import TableDef, TxnStore
+from acidstream.txn.locks import DataOperationType as Op
+from acidstream.txn.locks import LockComponent, LockRequest, LockState, LockType
+from acidstream.txn.store import TxnState
 from tests.plugins.store_fixture import FakeClock
 from tests.txn.conftest import make_table
-from txn import TableDef, TxnStore
-from txn.locks import DataOperationType as Op
-from txn.locks import LockComponent, LockRequest, LockState, LockType
-from txn.store import TxnState
 
 
 def _req(

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from acid.errors import (
+from acidstream.acid.errors import (
     CommitConflictError,
     ConfigError,
     TableNotFoundError,
     TransactionError,
     TxnAbortedError,
 )
+from acidstream.txn import TableDef, TxnState, TxnStore
+from acidstream.txn.locks import DataOperationType as Op
 from tests.plugins.store_fixture import FakeClock
 from tests.txn.conftest import make_table, write_lock
-from txn import TableDef, TxnState, TxnStore
-from txn.locks import DataOperationType as Op
 
 
 def test_open_txns_returns_consecutive_ids_and_records_client(store: TxnStore) -> None:

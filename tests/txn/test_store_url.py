@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from acid.errors import ConfigError
-from txn.config import StoreConfig
-from txn.store import open_store
+from acidstream.acid.errors import ConfigError
+from acidstream.txn.config import StoreConfig
+from acidstream.txn.store import open_store
 
 MEMORY = ["sqlite:///:memory:", "sqlite:///file::memory:?mode=memory&cache=shared"]
 

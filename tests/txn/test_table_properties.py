@@ -21,22 +21,22 @@ import pyarrow.orc as pa_orc
 import pyorc
 import pytest
 
-from acid.errors import ConfigError, TableNotFoundError
-from acid.list_bucketing import SkewedInfo
-from acid.orc_options import ORC_TABLE_PROPERTIES, OrcWriterOptions
-from acid.orc_tail import decompress_chunks, parse_tail
-from acid.protobuf import decode_fields
-from acid.schema import TableSchema
-from acid.storage import Storage
-from acid.writer import AcidFileWriter, write_delta
+from acidstream.acid.errors import ConfigError, TableNotFoundError
+from acidstream.acid.list_bucketing import SkewedInfo
+from acidstream.acid.orc_options import ORC_TABLE_PROPERTIES, OrcWriterOptions
+from acidstream.acid.orc_tail import decompress_chunks, parse_tail
+from acidstream.acid.protobuf import decode_fields
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.storage import Storage
+from acidstream.acid.writer import AcidFileWriter, write_delta
 from acidstream.cli.main import main
-from compaction import Worker
-from ingest.connection import StreamingConnection, StreamingOptions
-from ingest.record_writers import StrictJsonWriter
+from acidstream.compaction import Worker
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import snapshot_read
-from txn.catalog import TableDef
-from txn.compaction_sql import CompactionQueue
-from txn.store import TxnStore
 
 COLUMNS = (("id", "bigint"), ("msg", "string"))
 # ORC column ids of an ACID file of COLUMNS: 0 the event struct, 1-5 the event
