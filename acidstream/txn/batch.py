@@ -1,11 +1,21 @@
 """The transaction batch: the metastore side every writer shares.
 
 Hive's streaming API v2 writes through *transaction batches*: ``n`` txns opened in one
-round trip, given consecutive write ids for the table, each taking Hive's streaming lock
-(SHARED_READ, operation INSERT) before it writes, all heartbeated on a separate
-connection, committed one by one (``StreamingConnection``) or all at once
-(``AcidSink``: a micro-batch commits atomically with its offsets), and the txns not
-used aborted when the batch closes.
+round trip, given consecutive write ids for the table, each taking its lock before it
+writes, all heartbeated on a separate connection, committed one by one
+(``StreamingConnection``) or all at once (``AcidSink``: a micro-batch commits atomically
+with its offsets), and the txns not used aborted when the batch closes.
+
+A batch knows its operation, and the lock and write set follow Hive
+(``DbTxnManager.acquireLocks``, ``TxnHandler.commitTxn``):
+
+- INSERT (streaming, appends): SHARED_READ, operation INSERT, no write set: inserts never
+  conflict with anything;
+- UPDATE or DELETE (row-level mutations; MERGE is an UPDATE): SHARED_WRITE, and at commit a
+  ``WRITE_SET`` entry per partition written (the static partition of the lock, or the
+  dynamic partitions named at commit). Of two txns that update or delete one partition and
+  overlap in time, the first to commit wins; the other's commit aborts it and raises
+  ``CommitConflictError``, with nothing of it visible.
 
 :class:`TransactionBatch` is that sequence, written once. Writers keep only what is
 theirs (files, buffers, record parsing). Rules it enforces:
@@ -30,6 +40,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from acidstream.acid import faults
 from acidstream.acid.errors import (
     AcidStreamError,
+    CommitConflictError,
     CommitStateUnknownError,
     ConfigError,
     TransactionError,
@@ -48,6 +59,16 @@ MAX_TXNS_PER_BATCH = 1000
 """Hive's ``hive.txn.max.open.batch``: the most txns one batch (one ``openTxns``) holds."""
 
 _RECHECK_S = 60.0  # how long to keep asking the metastore for a commit's outcome
+
+# Hive's lock per write operation on an ACID table (DbTxnManager.acquireLocks): an insert
+# shares the table with every other writer; an update or delete must be alone among
+# EXCL_WRITE/EXCLUSIVE holders, and its conflicts with other updates and deletes are
+# settled at commit by the write set, not by the lock.
+_LOCK_TYPE = {
+    DataOperationType.INSERT: LockType.SHARED_READ,
+    DataOperationType.UPDATE: LockType.SHARED_WRITE,
+    DataOperationType.DELETE: LockType.SHARED_WRITE,
+}
 
 
 class TransactionBatch:
@@ -73,6 +94,8 @@ class TransactionBatch:
         partition: the static partition name the lock names (``None``: whole table).
         dynamic: the txns write dynamic partitions (registered at commit).
         user, host, agent_info: recorded with the txns and locks.
+        operation: INSERT (the default), UPDATE or DELETE: the lock type and the write set
+            follow it (see the module's docstring).
         on_call: called once per metastore round trip (connection statistics).
         heartbeater: the writer's heartbeat thread, to follow this batch from now on
             (a writer keeps one for all its batches); ``None``: the batch starts its own,
@@ -92,11 +115,17 @@ class TransactionBatch:
         user: str = "",
         host: str = "",
         agent_info: str = "",
+        operation: DataOperationType = DataOperationType.INSERT,
         on_call: Callable[[], None] | None = None,
         heartbeater: Heartbeater | None = None,
     ) -> None:
         if not 1 <= size <= MAX_TXNS_PER_BATCH:
             raise ConfigError(f"a transaction batch holds 1..{MAX_TXNS_PER_BATCH} txns, not {size}")
+        if operation not in _LOCK_TYPE:
+            raise ConfigError(
+                f"a transaction batch inserts, updates or deletes, not {operation.name}"
+            )
+        self.operation = operation
         self.store = store
         self.table = table
         self._lock_wait_s = lock_wait_s
@@ -236,11 +265,11 @@ class TransactionBatch:
         return LockRequest(
             components=(
                 LockComponent(
-                    LockType.SHARED_READ,
+                    _LOCK_TYPE[self.operation],
                     self.table.db,
                     self.table.table,
                     self._partition,
-                    operation=DataOperationType.INSERT,
+                    operation=self.operation,
                     is_transactional=True,
                     is_dynamic_partition_write=self._dynamic,
                 ),
@@ -326,6 +355,12 @@ class TransactionBatch:
         all or none (every file of a micro-batch holds rows of every txn)."""
         if self._state is not TxnState.OPEN or self._committed or self._aborted:
             raise TransactionError("commit_all needs every txn of the batch open (lock_all)")
+        if self.operation is not DataOperationType.INSERT and self.size > 1:
+            # Each update/delete txn passes its own write-set check (Hive commits them
+            # one by one); several cannot become visible in one step.
+            raise TransactionError(
+                "an update or delete batch of several txns commits them one by one"
+            )
         self.check_alive()
         self._register_partitions(list(zip(self.txn_ids, self.write_ids, strict=True)), partitions)
         faults.point("batch.before_commit")
@@ -334,12 +369,19 @@ class TransactionBatch:
         self._state = TxnState.COMMITTED
 
     def _register_partitions(self, txns: list[tuple[int, int]], partitions: Sequence[str]) -> None:
-        if not (self._dynamic and partitions):
+        """Name the partitions the txns wrote (Hive's ``addDynamicPartitions``).
+
+        An update or delete registers even an empty list: that drops the table-level
+        placeholder its lock recorded, so a mutation that changed nothing holds no write
+        set and conflicts with nobody."""
+        if not self._dynamic:
+            return
+        if not partitions and self.operation is DataOperationType.INSERT:
             return
         parts = sorted(set(partitions))
         for txn, wid in txns:
             self.store.add_dynamic_partitions(
-                txn, wid, self.table.db, self.table.table, parts, DataOperationType.INSERT
+                txn, wid, self.table.db, self.table.table, parts, self.operation
             )
             self._call()
 
@@ -381,6 +423,11 @@ class TransactionBatch:
             if state is TxnState.ABORTED:
                 self._mark_aborted(txns)
                 raise TxnAbortedError(f"txns {txns} were aborted; nothing was committed") from e
+        except CommitConflictError:
+            # A mutation lost the write-set check: the metastore aborted it; the caller
+            # may re-snapshot and redo it, so the error keeps its type.
+            self._mark_aborted(txns)
+            raise
         except TxnAbortedError as e:
             self._mark_aborted(txns)
             raise TxnAbortedError(
