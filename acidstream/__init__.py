@@ -48,6 +48,7 @@ _EXPORTS = {
     "TransactionError": "acidstream.acid.errors",
     "TxnAbortedError": "acidstream.acid.errors",
     "CommitConflictError": "acidstream.acid.errors",
+    "CardinalityViolationError": "acidstream.acid.errors",
     "CommitStateUnknownError": "acidstream.acid.errors",
     "LockTimeoutError": "acidstream.acid.errors",
     "NamespaceError": "acidstream.acid.errors",
@@ -59,6 +60,7 @@ __all__ = [
     "AcidSink",
     "AcidStreamError",
     "AcidTableSource",
+    "CardinalityViolationError",
     "CommitConflictError",
     "CommitStateUnknownError",
     "ConfigError",
@@ -88,6 +90,7 @@ __all__ = [
 if TYPE_CHECKING:
     from acidstream.acid.errors import (
         AcidStreamError,
+        CardinalityViolationError,
         CommitConflictError,
         CommitStateUnknownError,
         ConfigError,

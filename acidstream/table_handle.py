@@ -19,11 +19,11 @@ own (held until its last batch is read); inside, every read uses the held one.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -37,11 +37,16 @@ from acidstream.snapshot_read import READ_AGENT, scan_table
 from acidstream.txn.config import StoreConfig
 
 if TYPE_CHECKING:
+    from acidstream.merge_builder import MergeBuilder
+    from acidstream.mutation import MergeResult, MutationResult
+    from acidstream.mutation.expressions import Expr
     from acidstream.txn.catalog import TableDef
     from acidstream.txn.namespaces import ReadRef
     from acidstream.txn.read_txn import AcidReadTxn
 
 __all__ = ["Snapshot", "Table", "TableDescription", "read_table", "table"]
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -356,6 +361,94 @@ class Table:
                 keep = [*([ROW_ID_COLUMN] if opts.include_row_id else []), *opts.columns]
                 df = df.select(*keep)
         return df
+
+    # ------------------------------------------------------------------ mutations
+
+    def _mutate(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run a row-level mutation (``acidstream.mutation``) on a store of its own."""
+        from acidstream.txn.namespaces import resolve_write
+
+        store = self._config.open()
+        try:
+            name = resolve_write(store, self._name, namespace=self._namespace, action="mutate")
+            return fn(store, name, *args, **kwargs)
+        finally:
+            store.close()
+
+    def delete(
+        self,
+        where: Expr | None,
+        *,
+        retries: int = 0,
+        idempotency_key: str | None = None,
+    ) -> MutationResult:
+        """``DELETE FROM t WHERE where``: one txn, one write id, delete events in
+        ``delete_delta_W_W_0000`` (``docs/mutations.md``).
+
+        Args:
+            where: SQL text in Hive's syntax, or a ``pyarrow.compute`` expression, over the
+                table's columns (partition columns are strings); ``None`` deletes every row.
+            retries: on a commit conflict (another mutation of a partition committed first),
+                start over this many times with a new snapshot.
+            idempotency_key: stored with the commit; a repeat returns the first result.
+
+        Raises:
+            ConfigError: unknown columns, a type error (before any txn).
+            CommitConflictError: a concurrent mutation won and ``retries`` are used up.
+            LinkReadOnlyError: the handle names a link.
+        """
+        from acidstream.mutation import delete_rows
+
+        return self._mutate(delete_rows, where, retries=retries, idempotency_key=idempotency_key)
+
+    def update(
+        self,
+        set: Mapping[str, Expr],
+        where: Expr | None = None,
+        *,
+        retries: int = 0,
+        idempotency_key: str | None = None,
+    ) -> MutationResult:
+        """``UPDATE t SET col = value, ... [WHERE where]`` (split-update: delete events in
+        ``delete_delta_W_W_0000``, new versions in ``delta_W_W_0000``). Updating a
+        partition column moves the row; a bucketing column re-buckets it.
+
+        Args:
+            set: column -> SQL text or ``pyarrow`` expression over the row's columns.
+            where / retries / idempotency_key: as :meth:`delete`.
+
+        Raises:
+            ConfigError, CommitConflictError, LinkReadOnlyError: as :meth:`delete`.
+        """
+        from acidstream.mutation import update_rows
+
+        return self._mutate(
+            update_rows, set, where, retries=retries, idempotency_key=idempotency_key
+        )
+
+    def merge(
+        self,
+        source: Any,
+        *,
+        on: Sequence[str] | str,
+        source_alias: str = "src",
+        target_alias: str = "tgt",
+    ) -> MergeBuilder:
+        """``MERGE INTO t USING source ON keys``: a builder; add WHEN clauses and
+        ``execute()`` (:class:`~acidstream.merge_builder.MergeBuilder`).
+
+        Raises:
+            ConfigError: a source of another kind (pyarrow, pandas only).
+        """
+        from acidstream.merge_builder import MergeBuilder
+        from acidstream.mutation import merge_rows
+
+        def run(spec: Any, **kw: Any) -> MergeResult:
+            return self._mutate(merge_rows, spec, **kw)
+
+        return MergeBuilder(
+            run, source, on=on, source_alias=source_alias, target_alias=target_alias
+        )
 
     def __repr__(self) -> str:
         return f"Table({self._name!r}, metastore={self._config.metastore_url!r})"

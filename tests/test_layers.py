@@ -27,6 +27,7 @@ RANK = {
     "sources": 2,
     "compaction": 2,
     "recovery": 2,
+    "mutation": 2,
     "sinks": 3,
     "acidstream": 4,
 }

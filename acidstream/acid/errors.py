@@ -16,6 +16,7 @@ import re
 __all__ = [
     "AcidFormatError",
     "AcidStreamError",
+    "CardinalityViolationError",
     "CommitConflictError",
     "CommitStateUnknownError",
     "ConfigError",
@@ -84,6 +85,13 @@ class SerializationError(AcidStreamError):
     def __init__(self, message: str, *, record: bytes | None = None) -> None:
         super().__init__(message)
         self.record = record
+
+
+class CardinalityViolationError(AcidStreamError):
+    """A MERGE matched one target row with more than one source row (Hive's
+    ``hive.merge.cardinality.check``): which source row should win is undefined, so nothing
+    was written and the mutation's txn is aborted. De-duplicate the source on the ``on``
+    keys and run it again."""
 
 
 class TransactionError(AcidStreamError):

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import dataclasses
 import functools
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -304,10 +305,16 @@ def scan(
     timestamp_unit: TimestampUnit = DEFAULT_TIMESTAMP_UNIT,
     skews: Mapping[PartitionValues, SkewedInfo] | None = None,
     partition_keys: Sequence[str] = (),
+    buckets: Collection[int] | None = None,
 ) -> Scan:
     """Plan a snapshot read: its output schema, and its batches as ``iter_batches`` yields
     them. Same arguments as ``read_path``. Planning lists the directories and reads
-    one file tail (for the schema when ``schema`` is not given)."""
+    one file tail (for the schema when ``schema`` is not given).
+
+    ``buckets``: read only the files of these bucket ids (data and delete deltas alike:
+    a delete event of ``delete_delta/bucket_N`` only hits rows of writer ``N``). For a
+    bucketed table, a caller that knows which buckets its keys hash to (a MERGE on the
+    bucketing key, ``acidstream.mutation``) reads those alone."""
     check_timestamp_unit(timestamp_unit)
     if storage is None:
         storage, spath = Storage.for_path(path)
@@ -347,6 +354,8 @@ def scan(
             lb_location_dirs=pruner.location_dirs(p),
         )
         st = pruner.prune(p, full)
+        if buckets is not None:
+            st = _keep_buckets(st, frozenset(buckets))
         skipped += _file_count(full) - _file_count(st)
         states.append((p, st))
     # The table's partition keys are columns whether or not a partition directory exists
@@ -381,6 +390,20 @@ def scan(
         yield from _run_tasks(tasks(), _threads_for(states))
 
     return Scan(plan.schema(), gen(), lb_files_skipped=skipped)
+
+
+def _keep_buckets(state: AcidState, buckets: frozenset[int]) -> AcidState:
+    """``state`` with only the files of ``buckets`` (every other file is left unread)."""
+
+    def keep(d: AcidDir) -> AcidDir:
+        return dataclasses.replace(d, files=tuple(f for f in d.files if f.bucket_id in buckets))
+
+    return dataclasses.replace(
+        state,
+        base=keep(state.base) if state.base is not None else None,
+        deltas=tuple(keep(d) for d in state.deltas),
+        original_files=tuple(o for o in state.original_files if o.bucket_id in buckets),
+    )
 
 
 def _file_count(state: AcidState) -> int:

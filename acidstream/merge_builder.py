@@ -1,0 +1,130 @@
+"""The MERGE builder of the Table handle: ``t.merge(source, on=...)`` then WHEN clauses,
+then ``execute()``, as delta-rs's ``TableMerger`` (keyword-only arguments).
+
+    result = (
+        t.merge(changes, on=["id"], source_alias="src", target_alias="tgt")
+        .when_matched_delete(condition="src.op = 'd'")
+        .when_matched_update_all()
+        .when_not_matched_insert_all(condition="src.op <> 'd'")
+        .execute(idempotency_key="batch-17")
+    )
+
+Each ``when_*`` returns a new builder (the builder is immutable, so a partial one can be
+reused). Nothing is read or written before :meth:`MergeBuilder.execute`. Runs on the
+driver side (the calling process).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from acidstream.acid.errors import ConfigError
+from acidstream.mutation import (
+    MatchedDelete,
+    MatchedUpdate,
+    MergeResult,
+    MergeSpec,
+    NotMatchedInsert,
+)
+from acidstream.mutation.expressions import Expr
+from acidstream.mutation.merge import Clause, source_table
+
+__all__ = ["MergeBuilder"]
+
+
+class MergeBuilder:
+    """A MERGE being described; made by :meth:`acidstream.Table.merge`.
+
+    Args:
+        run: runs the finished spec (the Table handle's: name, metastore, namespace).
+        source: a pyarrow ``Table``/``RecordBatch``/``RecordBatchReader`` or a pandas
+            ``DataFrame``; column names are matched case-insensitively, and source
+            columns the table lacks are ignored by the ``*_all`` clauses.
+        on: the key columns (named alike in the source and the table), or one name.
+        source_alias / target_alias: the qualifiers of conditions and values
+            (``src.col``, ``tgt.col``; ``pc.field("src.col")`` in a pyarrow expression).
+    """
+
+    def __init__(
+        self,
+        run: Callable[..., MergeResult],
+        source: Any,
+        *,
+        on: Sequence[str] | str,
+        source_alias: str = "src",
+        target_alias: str = "tgt",
+        _clauses: tuple[Clause, ...] = (),
+    ) -> None:
+        self._run = run
+        table = source if isinstance(source, MergeSpec) else None
+        self._spec = table or MergeSpec(
+            source=source_table(source),
+            on=(on,) if isinstance(on, str) else tuple(on),
+            source_alias=source_alias,
+            target_alias=target_alias,
+            clauses=_clauses,
+        )
+
+    def _with(self, clause: Clause) -> MergeBuilder:
+        spec = dataclasses.replace(self._spec, clauses=(*self._spec.clauses, clause))
+        return MergeBuilder(self._run, spec, on=())
+
+    @property
+    def spec(self) -> MergeSpec:
+        """What has been described so far."""
+        return self._spec
+
+    def when_matched_update(
+        self, *, set: Mapping[str, Expr], condition: Expr | None = None
+    ) -> MergeBuilder:
+        """``WHEN MATCHED [AND condition] THEN UPDATE SET col = value, ...``."""
+        return self._with(MatchedUpdate(set=dict(set), condition=condition))
+
+    def when_matched_update_all(
+        self, *, except_columns: Sequence[str] = (), condition: Expr | None = None
+    ) -> MergeBuilder:
+        """``WHEN MATCHED THEN UPDATE SET *``: every table column the source has (by name),
+        except ``except_columns``."""
+        if isinstance(except_columns, str):
+            raise ConfigError("except_columns is a list of column names")
+        return self._with(MatchedUpdate(all_except=tuple(except_columns), condition=condition))
+
+    def when_matched_delete(self, *, condition: Expr | None = None) -> MergeBuilder:
+        """``WHEN MATCHED [AND condition] THEN DELETE``."""
+        return self._with(MatchedDelete(condition=condition))
+
+    def when_not_matched_insert(
+        self, *, values: Mapping[str, Expr], condition: Expr | None = None
+    ) -> MergeBuilder:
+        """``WHEN NOT MATCHED [AND condition] THEN INSERT``: ``values`` by table column
+        (columns not named are NULL); values see only the source (``src.col``)."""
+        return self._with(NotMatchedInsert(values=dict(values), condition=condition))
+
+    def when_not_matched_insert_all(self, *, condition: Expr | None = None) -> MergeBuilder:
+        """``WHEN NOT MATCHED THEN INSERT *``: every table column from the source column of
+        its name (NULL where the source has none)."""
+        return self._with(NotMatchedInsert(insert_all=True, condition=condition))
+
+    def execute(self, *, idempotency_key: str | None = None, retries: int = 0) -> MergeResult:
+        """Run the MERGE in one txn.
+
+        Args:
+            idempotency_key: stored with the commit; a later ``execute`` with the same key
+                returns the first result (``replayed=True``) and writes nothing.
+            retries: on a commit conflict, start over this many times (a new snapshot).
+
+        Raises:
+            ConfigError: unknown columns, bad expressions, no clause (before any txn).
+            CardinalityViolationError: a target row matched by two source rows.
+            CommitConflictError: a concurrent mutation of a partition won, retries used up.
+        """
+        return self._run(self._spec, retries=retries, idempotency_key=idempotency_key)
+
+    def __repr__(self) -> str:
+        s = self._spec
+        return (
+            f"MergeBuilder(on={list(s.on)}, {s.source.num_rows} source rows, "
+            f"{len(s.clauses)} clauses)"
+        )

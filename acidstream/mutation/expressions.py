@@ -1,0 +1,137 @@
+"""Predicates, conditions and SET values of a mutation: SQL text or ``pyarrow`` expressions.
+
+SQL text (Hive's syntax) is compiled by :mod:`acidstream.acid.sql_expr` (sqlglot to Arrow
+compute expressions); a ``pyarrow.compute.Expression`` is taken as it is. Either way the
+result is checked against the columns it runs on *before* any txn opens: an unknown column
+or a type error is a ``ConfigError`` and nothing is written.
+
+Column names: DELETE and UPDATE run on the table's columns (partition columns are strings,
+as reads return them). A MERGE runs on qualified names: ``<target_alias>.<col>`` and
+``<source_alias>.<col>`` (``pc.field("src.op")`` in a pyarrow expression).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from acidstream.acid.errors import ConfigError
+
+__all__ = ["Expr", "check_predicate", "compile_predicate", "compile_value", "evaluate", "mask"]
+
+Expr: TypeAlias = str | pc.Expression
+"""A predicate, condition or value: SQL text, or a ``pyarrow.compute`` expression."""
+
+
+def _sql() -> Any:
+    # Imported on use: the SQL front end is optional for callers passing pyarrow expressions.
+    try:
+        return importlib.import_module("acidstream.acid.sql_expr")
+    except ImportError as e:
+        raise ConfigError(
+            "SQL text needs acidstream.acid.sql_expr, which this install lacks; "
+            "pass a pyarrow.compute expression instead"
+        ) from e
+
+
+def _qualified(
+    qualifiers: Mapping[str, pa.Schema] | None,
+) -> dict[str, Any]:
+    return {} if qualifiers is None else {"qualifiers": dict(qualifiers)}
+
+
+def compile_predicate(
+    where: Expr,
+    schema: pa.Schema,
+    *,
+    qualifiers: Mapping[str, pa.Schema] | None = None,
+    default_qualifier: str | None = None,
+) -> pc.Expression:
+    """``where`` as a boolean Arrow expression over ``schema``'s columns, checked.
+
+    ``qualifiers`` (alias -> that side's columns) and ``default_qualifier`` are passed to
+    the SQL compiler for a MERGE; ``schema`` then has the qualified names.
+
+    Raises:
+        ConfigError: unknown columns, a type error, a value that is not boolean.
+    """
+    if isinstance(where, pc.Expression):
+        expr = where
+    elif isinstance(where, str):
+        kw = _qualified(qualifiers)
+        if default_qualifier is not None:
+            kw["default_qualifier"] = default_qualifier
+        expr = _sql().compile_predicate(where, _plain(schema, qualifiers), **kw)
+    else:
+        raise ConfigError(f"a predicate is SQL text or a pyarrow expression, not {where!r}")
+    check_predicate(expr, schema)
+    return expr
+
+
+def compile_value(
+    value: Expr,
+    schema: pa.Schema,
+    *,
+    target: pa.Field,
+    qualifiers: Mapping[str, pa.Schema] | None = None,
+    default_qualifier: str | None = None,
+) -> pc.Expression:
+    """``value`` (a SET or INSERT value) as an Arrow expression over ``schema`` whose
+    result casts to ``target``'s type, checked on an empty table.
+
+    Raises:
+        ConfigError: unknown columns, a type error, a result that cannot be cast.
+    """
+    if isinstance(value, pc.Expression):
+        expr = value
+    elif isinstance(value, str):
+        kw = _qualified(qualifiers)
+        if default_qualifier is not None:
+            kw["default_qualifier"] = default_qualifier
+        expr = _sql().compile_value(value, _plain(schema, qualifiers), target=target, **kw)
+    else:
+        raise ConfigError(
+            f"the value of {target.name!r} is SQL text or a pyarrow expression, not {value!r}"
+        )
+    try:
+        out = evaluate(schema.empty_table(), expr)
+        pc.cast(out, target.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as e:
+        raise ConfigError(f"the value of {target.name!r}: {e}") from e
+    return expr
+
+
+def _plain(schema: pa.Schema, qualifiers: Mapping[str, pa.Schema] | None) -> pa.Schema:
+    # With qualifiers, the SQL compiler resolves names through them; the unqualified
+    # schema is the default qualifier's (or the given one when there is none).
+    return schema
+
+
+def check_predicate(expr: pc.Expression, schema: pa.Schema) -> None:
+    """Raise ``ConfigError`` unless ``expr`` filters a table of ``schema``."""
+    try:
+        schema.empty_table().filter(expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as e:
+        raise ConfigError(f"predicate {expr}: {e}") from e
+
+
+def evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+    """The values of ``expr`` on every row of ``table``."""
+    if table.num_columns == 0:
+        raise ConfigError("an expression needs at least one column to run on")
+    out = ds.dataset(table).to_table(columns={"__value": expr}, use_threads=False)
+    return out.column("__value")
+
+
+def mask(table: pa.Table, expr: pc.Expression | None) -> pa.Array:
+    """A boolean array: the rows of ``table`` for which ``expr`` is true (NULL counts as
+    false, as in SQL's WHERE); all true when ``expr`` is ``None``."""
+    if expr is None:
+        return pa.array([True] * table.num_rows, pa.bool_())
+    values = evaluate(table, expr).combine_chunks()
+    return pc.fill_null(values, False)

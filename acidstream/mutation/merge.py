@@ -1,0 +1,425 @@
+"""MERGE: one vectorised join of the source keys against the target's (key, ROW__ID), the
+cardinality check, then each WHEN clause's rows. Runs on the driver side.
+
+The target is read in the mutation's snapshot with only what the source can match:
+partitions pruned by the source's partition values when the keys include every partition
+column, buckets pruned to those the source keys hash to when the table is bucketed on key
+columns, and rows pre-filtered with one ``is_in`` per key column. The lookup itself is
+``pa.Table.join`` of (key columns, row index) on both sides, never a predicate per key.
+
+Semantics as SQL's MERGE (Hive's ``MergeRewriter``): a (source row, target row) pair
+matches when the keys are equal (NULL keys never match); a matched pair takes the first
+WHEN MATCHED clause whose condition holds, an unmatched source row the first WHEN NOT
+MATCHED clause whose condition holds; target rows no source row matches are untouched.
+With any WHEN MATCHED clause, a target row matched by two source rows raises
+``CardinalityViolationError`` (``hive.merge.cardinality.check``): nothing is written and
+the txn is aborted.
+
+Statement ids (Hive treats the WHEN branches as statements of one txn): the INSERT clauses
+first (``delta_W_W_0000``...), then each UPDATE clause (its delete events in
+``delete_delta_W_W_SSSS``, its new versions in ``delta_W_W_SSSS``), then each DELETE clause
+(``delete_delta_W_W_SSSS``): the seed's ``WHEN MATCHED UPDATE ... WHEN NOT MATCHED INSERT``
+gives ``delta_W_W_0000`` (insert), ``delete_delta_W_W_0001`` + ``delta_W_W_0001``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from acidstream.acid.bucket_hash import bucket_numbers
+from acidstream.acid.errors import CardinalityViolationError, ConfigError
+from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate, mask
+from acidstream.mutation.ops import cast_to
+from acidstream.mutation.results import MergeResult
+from acidstream.mutation.run import MutationRun
+from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
+from acidstream.mutation.write import by_partition
+
+__all__ = [
+    "MatchedDelete",
+    "MatchedUpdate",
+    "MergePlan",
+    "MergeSpec",
+    "NotMatchedInsert",
+    "source_table",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatchedUpdate:
+    """``WHEN MATCHED [AND condition] THEN UPDATE SET col = value, ...``; ``all_except``
+    set: ``UPDATE SET *`` (every target column the source has, by name), less those."""
+
+    set: Mapping[str, Expr] = field(default_factory=dict)
+    condition: Expr | None = None
+    all_except: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatchedDelete:
+    """``WHEN MATCHED [AND condition] THEN DELETE``."""
+
+    condition: Expr | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotMatchedInsert:
+    """``WHEN NOT MATCHED [AND condition] THEN INSERT``: ``values`` by target column (the
+    others NULL), or ``insert_all``: every target column the source has, by name."""
+
+    values: Mapping[str, Expr] = field(default_factory=dict)
+    condition: Expr | None = None
+    insert_all: bool = False
+
+
+Clause = MatchedUpdate | MatchedDelete | NotMatchedInsert
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeSpec:
+    """A MERGE as the builder collected it."""
+
+    source: pa.Table
+    on: tuple[str, ...] | str
+    source_alias: str = "src"
+    target_alias: str = "tgt"
+    clauses: tuple[Clause, ...] = ()
+
+
+def source_table(source: Any) -> pa.Table:
+    """A MERGE source as an Arrow table with lower-case column names: a ``pyarrow.Table``,
+    ``RecordBatch``, ``RecordBatchReader`` or a pandas ``DataFrame``.
+
+    Raises:
+        ConfigError: another kind of source, or two columns whose names differ only in case.
+    """
+    if isinstance(source, pa.Table):
+        t = source
+    elif isinstance(source, pa.RecordBatch):
+        t = pa.Table.from_batches([source])
+    elif isinstance(source, pa.RecordBatchReader):
+        t = source.read_all()
+    elif type(source).__module__.startswith("pandas") and hasattr(source, "columns"):
+        t = pa.Table.from_pandas(source, preserve_index=False)
+    else:
+        raise ConfigError(
+            "a MERGE source is a pyarrow Table, RecordBatch or RecordBatchReader, or a pandas "
+            f"DataFrame, not {type(source).__name__}"
+        )
+    names = [n.lower() for n in t.column_names]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"source columns differ only in case: {t.column_names}")
+    return t.rename_columns(names)
+
+
+def _qualify(t: pa.Table | pa.Schema, alias: str) -> Any:
+    names = (
+        [f"{alias}.{n}" for n in t.names]
+        if isinstance(t, pa.Schema)
+        else [f"{alias}.{n}" for n in t.column_names]
+    )
+    if isinstance(t, pa.Schema):
+        return pa.schema([f.with_name(n) for f, n in zip(t, names, strict=True)])
+    return t.rename_columns(names)
+
+
+class _Compiled:
+    def __init__(
+        self,
+        kind: str,
+        statement_id: int,
+        condition: pc.Expression | None,
+        values: dict[str, pc.Expression],
+    ) -> None:
+        self.kind = kind
+        self.statement_id = statement_id
+        self.condition = condition
+        self.values = values
+
+
+class MergePlan:
+    """A MERGE checked against the table's and the source's columns before any txn; run
+    it with :meth:`__call__` inside :func:`~acidstream.mutation.run.run_mutation`."""
+
+    def __init__(self, spec: MergeSpec, target_schema: pa.Schema) -> None:
+        if not spec.clauses:
+            raise ConfigError("a MERGE needs at least one WHEN clause")
+        s, ta = spec.source_alias.lower(), spec.target_alias.lower()
+        if not s or not ta or s == ta:
+            raise ConfigError(f"source and target aliases must differ: {s!r}, {ta!r}")
+        self.src_alias, self.tgt_alias = s, ta
+        self.source = spec.source
+        self.target_schema = target_schema
+        tnames = {f.name.lower(): f for f in target_schema}
+        snames = {f.name: f for f in self.source.schema}
+        self.keys = self._keys(spec.on, tnames, snames)
+        src_q = _qualify(self.source.schema, s)
+        tgt_q = _qualify(target_schema, ta)
+        self.joined_schema = pa.schema(list(tgt_q) + list(src_q))
+        self.source_schema = src_q
+        quals = {ta: target_schema, s: self.source.schema}
+        _Item = tuple[str, pc.Expression | None, dict[str, pc.Expression]]
+        inserts: list[_Item] = []
+        updates: list[_Item] = []
+        deletes: list[_Item] = []
+        for c in spec.clauses:
+            if isinstance(c, NotMatchedInsert):
+                values = (
+                    {f.name: pc.field(f"{s}.{f.name}") for f in target_schema if f.name in snames}
+                    if c.insert_all
+                    else {}
+                )
+                for col, v in c.values.items():
+                    f = tnames.get(col.lower())
+                    if f is None:
+                        raise ConfigError(f"INSERT names unknown column {col!r}")
+                    values[f.name] = compile_value(
+                        v, src_q, target=f, qualifiers={s: self.source.schema}, default_qualifier=s
+                    )
+                if not values:
+                    raise ConfigError("a WHEN NOT MATCHED INSERT clause inserts no column")
+                for name, v in values.items():
+                    compile_value(v, src_q, target=tnames[name])
+                cond = (
+                    None
+                    if c.condition is None
+                    else compile_predicate(
+                        c.condition, src_q, qualifiers={s: self.source.schema}, default_qualifier=s
+                    )
+                )
+                inserts.append(("insert", cond, values))
+            elif isinstance(c, MatchedUpdate):
+                values = {}
+                if c.all_except is not None:
+                    skip = {x.lower() for x in c.all_except}
+                    for x in skip:
+                        if x not in tnames:
+                            raise ConfigError(f"except_columns names unknown column {x!r}")
+                    values = {
+                        f.name: pc.field(f"{s}.{f.name}")
+                        for f in target_schema
+                        if f.name in snames and f.name not in skip
+                    }
+                for col, v in c.set.items():
+                    f = tnames.get(col.lower())
+                    if f is None:
+                        raise ConfigError(f"UPDATE sets unknown column {col!r}")
+                    values[f.name] = compile_value(
+                        v, self.joined_schema, target=f, qualifiers=quals
+                    )
+                if not values:
+                    raise ConfigError("a WHEN MATCHED UPDATE clause sets no column")
+                for name, v in values.items():
+                    compile_value(v, self.joined_schema, target=tnames[name])
+                cond = (
+                    None
+                    if c.condition is None
+                    else compile_predicate(c.condition, self.joined_schema, qualifiers=quals)
+                )
+                updates.append(("update", cond, values))
+            elif isinstance(c, MatchedDelete):
+                cond = (
+                    None
+                    if c.condition is None
+                    else compile_predicate(c.condition, self.joined_schema, qualifiers=quals)
+                )
+                deletes.append(("delete", cond, {}))
+            else:
+                raise ConfigError(f"unknown MERGE clause {c!r}")
+        # Statement ids: INSERT clauses, then UPDATE clauses, then DELETE clauses; matching
+        # keeps the caller's order (the first clause whose condition holds wins).
+        stmt: dict[int, int] = {}
+        for i, item in enumerate(inserts + updates + deletes):
+            stmt[id(item)] = i
+        queues = {"insert": iter(inserts), "update": iter(updates), "delete": iter(deletes)}
+        self.matched: list[_Compiled] = []
+        self.not_matched: list[_Compiled] = []
+        for c in spec.clauses:
+            k = _kind(c)
+            kind, cond, values = item = next(queues[k])
+            comp = _Compiled(kind, stmt[id(item)], cond, values)
+            (self.not_matched if k == "insert" else self.matched).append(comp)
+
+    # -------------------------------------------------------------- keys
+    def _keys(
+        self, on: tuple[str, ...] | str, tnames: dict[str, pa.Field], snames: dict[str, pa.Field]
+    ) -> list[tuple[str, str]]:
+        """``(source column, target column)`` pairs the rows match on."""
+        cols: list[str]
+        if isinstance(on, str):
+            cols = [on]
+        else:
+            cols = list(on)
+        if not cols:
+            raise ConfigError("a MERGE needs at least one key column in on=")
+        out = []
+        for c in cols:
+            k = c.strip().lower()
+            if k not in tnames:
+                raise ConfigError(f"MERGE key {c!r} is not a column of the table")
+            if k not in snames:
+                raise ConfigError(f"MERGE key {c!r} is not a column of the source")
+            out.append((k, k))
+        return out
+
+    # -------------------------------------------------------------- run
+    def __call__(self, run: MutationRun) -> MergeResult:
+        t = run.target
+        src = self.source
+        skeys = pa.table(
+            {tk: cast_to(src.column(sk), self.target_schema.field(tk)) for sk, tk in self.keys}
+        )
+        key_names = [tk for _, tk in self.keys]
+        parts = t.prune(t.partitions(), self._partition_filter(t, skeys))
+        buckets = self._buckets(t, skeys)
+        prefilter = self._prefilter(skeys)
+        target = read_rows(t, parts, where=prefilter, buckets=buckets)
+        tk = target.select(key_names).append_column(
+            "__t", pa.array(np.arange(target.num_rows, dtype=np.int64))
+        )
+        sk = skeys.append_column("__s", pa.array(np.arange(src.num_rows, dtype=np.int64)))
+        tk = tk.filter(_no_null(tk, key_names))
+        sk = sk.filter(_no_null(sk, key_names))
+        pairs = tk.join(sk, keys=key_names, join_type="inner", use_threads=True).select(
+            ["__t", "__s"]
+        )
+        pairs = pairs.sort_by([("__s", "ascending"), ("__t", "ascending")])
+        if self.matched and pairs.num_rows:
+            counts = pc.value_counts(pairs.column("__t").combine_chunks())
+            worst = pc.max(counts.field("counts")).as_py()
+            if worst is not None and worst > 1:
+                raise CardinalityViolationError(
+                    f"MERGE into {t.table.full_name}: a target row is matched by {worst} source "
+                    "rows (hive.merge.cardinality.check); nothing was written"
+                )
+        deleted = updated = inserted = 0
+        if self.matched and pairs.num_rows:
+            trow = target.take(pairs.column("__t"))
+            srow = src.take(pairs.column("__s"))
+            joined = pa.Table.from_arrays(
+                list(trow.drop_columns([ROW_ID_COLUMN]).columns) + list(srow.columns),
+                schema=self.joined_schema,
+            )
+            remaining = pa.array(np.ones(pairs.num_rows, dtype=bool))
+            for c in self.matched:
+                m = pc.and_(mask(joined, c.condition), remaining)
+                remaining = pc.and_(remaining, pc.invert(m))
+                if not pc.any(m).as_py():
+                    continue
+                hit = trow.filter(m)
+                for part, group in by_partition(t, hit):
+                    run.files.delete_events(part, group.column(ROW_ID_COLUMN), c.statement_id)
+                if c.kind == "delete":
+                    deleted += hit.num_rows
+                    continue
+                sub = joined.filter(m)
+                cols = []
+                for f, qf in zip(
+                    self.target_schema, _qualify(self.target_schema, self.tgt_alias), strict=True
+                ):
+                    if f.name in c.values:
+                        cols.append(cast_to(evaluate(sub, c.values[f.name]), f))
+                    else:
+                        cols.append(sub.column(qf.name))
+                run.files.insert_rows(
+                    pa.Table.from_arrays(cols, schema=self.target_schema), c.statement_id
+                )
+                updated += hit.num_rows
+        if self.not_matched:
+            matched_src = pc.is_in(
+                pa.array(np.arange(src.num_rows, dtype=np.int64)),
+                value_set=pairs.column("__s").combine_chunks(),
+            )
+            rest = _qualify(src.filter(pc.invert(matched_src)), self.src_alias)
+            remaining = pa.array(np.ones(rest.num_rows, dtype=bool))
+            for c in self.not_matched:
+                if rest.num_rows == 0:
+                    break
+                m = pc.and_(mask(rest, c.condition), remaining)
+                remaining = pc.and_(remaining, pc.invert(m))
+                sub = rest.filter(m)
+                if sub.num_rows == 0:
+                    continue
+                cols = []
+                for f in self.target_schema:
+                    if f.name in c.values:
+                        cols.append(cast_to(evaluate(sub, c.values[f.name]), f))
+                    else:
+                        cols.append(pa.nulls(sub.num_rows, f.type))
+                run.files.insert_rows(
+                    pa.Table.from_arrays(cols, schema=self.target_schema), c.statement_id
+                )
+                inserted += sub.num_rows
+        return MergeResult(
+            rows_inserted=inserted,
+            rows_updated=updated,
+            rows_deleted=deleted,
+            write_id=run.write_id,
+        )
+
+    # -------------------------------------------------------------- pruning
+    def _partition_filter(self, t: Target, skeys: pa.Table) -> pc.Expression | None:
+        """When the keys include every partition column, only the partitions holding the
+        source's values can match: ``k IN (source values)`` per partition column."""
+        pnames = t.partition_names
+        if not pnames or not set(pnames) <= set(skeys.column_names):
+            return None
+        expr: pc.Expression | None = None
+        for k in pnames:
+            vals = pc.unique(skeys.column(k).combine_chunks()).drop_null()
+            e = pc.field(k).isin(vals)
+            expr = e if expr is None else expr & e
+        return expr
+
+    def _buckets(self, t: Target, skeys: pa.Table) -> list[int] | None:
+        """The buckets the source keys hash to, when the table is bucketed on key columns
+        (every bucketing column a key); ``None``: read every bucket."""
+        tab = t.table
+        if tab.num_buckets <= 0 or not tab.bucket_cols:
+            return None
+        bcols = [c.lower() for c in tab.bucket_cols]
+        if not set(bcols) <= set(skeys.column_names):
+            return None
+        types = dict(tab.schema.columns)
+        rows = zip(*(skeys.column(c).to_pylist() for c in bcols), strict=True)
+        found = set(
+            bucket_numbers(
+                rows,
+                [types[c] for c in bcols],
+                tab.num_buckets,
+                bucketing_version=tab.bucketing_version,
+            )
+        )
+        return sorted(found)
+
+    def _prefilter(self, skeys: pa.Table) -> pc.Expression | None:
+        """One ``is_in`` per key column (a superset of the matches, cheap to evaluate): the
+        rows of the target read are only those that may join."""
+        expr: pc.Expression | None = None
+        for k in skeys.column_names:
+            vals = pc.unique(skeys.column(k).combine_chunks()).drop_null()
+            if pa.types.is_nested(vals.type):
+                continue
+            e = pc.field(k).isin(vals)
+            expr = e if expr is None else expr & e
+        return expr
+
+
+def _kind(c: Clause) -> str:
+    if isinstance(c, NotMatchedInsert):
+        return "insert"
+    return "update" if isinstance(c, MatchedUpdate) else "delete"
+
+
+def _no_null(t: pa.Table, names: Sequence[str]) -> pa.Array:
+    m: Any = None
+    for n in names:
+        v = pc.is_valid(t.column(n))
+        m = v if m is None else pc.and_(m, v)
+    return m

@@ -1,0 +1,109 @@
+"""DELETE and UPDATE: find the rows in the mutation's snapshot, write their delete events
+and (UPDATE) their new versions. Runs on the driver side.
+
+Layout (Hive 3, one statement, statement id 0): a DELETE writes
+``delete_delta_W_W_0000`` only; an UPDATE writes ``delete_delta_W_W_0000`` and
+``delta_W_W_0000`` (split-update). A delete delta of write id W applies to a delta of the
+same W only when the delta's statement id is lower, so the new versions are never hit by
+their own statement's delete events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from acidstream.acid.errors import ConfigError
+from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate
+from acidstream.mutation.results import MutationResult
+from acidstream.mutation.run import MutationRun
+from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
+from acidstream.mutation.write import by_partition
+
+__all__ = ["DELETE_STATEMENT", "UPDATE_STATEMENT", "DeletePlan", "UpdatePlan", "new_versions"]
+
+DELETE_STATEMENT = 0
+UPDATE_STATEMENT = 0
+
+
+def _lower_map(schema: pa.Schema) -> dict[str, pa.Field]:
+    return {f.name.lower(): f for f in schema}
+
+
+class DeletePlan:
+    """A DELETE checked against the table's columns (before any txn): run it with
+    :meth:`__call__` inside :func:`~acidstream.mutation.run.run_mutation`."""
+
+    def __init__(self, schema: pa.Schema, where: Expr | None) -> None:
+        self.where = None if where is None else compile_predicate(where, schema)
+
+    def __call__(self, run: MutationRun) -> MutationResult:
+        t = run.target
+        rows = read_rows(
+            t,
+            t.prune(t.partitions(), self.where),
+            where=self.where,
+            columns=list(t.partition_names),
+        )
+        n = 0
+        for part, group in by_partition(t, rows):
+            n += run.files.delete_events(part, group.column(ROW_ID_COLUMN), DELETE_STATEMENT)
+        return MutationResult(rows_deleted=n, write_id=run.write_id)
+
+
+class UpdatePlan:
+    """An UPDATE checked against the table's columns (before any txn)."""
+
+    def __init__(self, schema: pa.Schema, set: Mapping[str, Expr], where: Expr | None) -> None:
+        if not set:
+            raise ConfigError("an UPDATE needs at least one column to set")
+        by_name = _lower_map(schema)
+        self.values: dict[str, pc.Expression] = {}
+        for col, value in set.items():
+            f = by_name.get(col.lower())
+            if f is None:
+                raise ConfigError(
+                    f"UPDATE sets unknown column {col!r}; the columns are {schema.names}"
+                )
+            if f.name in self.values:
+                raise ConfigError(f"UPDATE sets column {f.name!r} twice")
+            self.values[f.name] = compile_value(value, schema, target=f)
+        self.where = None if where is None else compile_predicate(where, schema)
+
+    def __call__(self, run: MutationRun) -> MutationResult:
+        t = run.target
+        rows = read_rows(t, t.prune(t.partitions(), self.where), where=self.where)
+        for part, group in by_partition(t, rows):
+            run.files.delete_events(part, group.column(ROW_ID_COLUMN), UPDATE_STATEMENT)
+        run.files.insert_rows(
+            new_versions(t, rows.drop_columns([ROW_ID_COLUMN]), self.values), UPDATE_STATEMENT
+        )
+        return MutationResult(rows_updated=rows.num_rows, write_id=run.write_id)
+
+
+def new_versions(target: Target, rows: pa.Table, values: Mapping[str, pc.Expression]) -> pa.Table:
+    """``rows`` (columns of :attr:`Target.schema`) with ``values`` evaluated on them and
+    cast to their columns' types: the new versions, in :attr:`Target.schema`'s order. A
+    partition column's new value is its text (it names the partition directory)."""
+    cols = []
+    for f in target.schema:
+        if f.name in values:
+            cols.append(cast_to(evaluate(rows, values[f.name]), f))
+        else:
+            cols.append(rows.column(f.name))
+    return pa.Table.from_arrays(cols, schema=target.schema)
+
+
+def cast_to(values: pa.ChunkedArray | pa.Array, f: pa.Field) -> pa.ChunkedArray | pa.Array:
+    """``values`` cast to ``f``'s type (safe cast: an overflow or a lossy cast is a
+    ``ConfigError``, nothing written)."""
+    if values.type == f.type:
+        return values
+    try:
+        return pc.cast(values, f.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise ConfigError(
+            f"a value for column {f.name!r} does not fit its type {f.type}: {e}"
+        ) from e

@@ -1,0 +1,194 @@
+"""The table a mutation changes, and finding its rows in the mutation's own snapshot.
+
+Hive runs an UPDATE, DELETE or MERGE as a query over the table in the snapshot of the
+statement's own txn (opened first, then ``getValidWriteIds`` for it), reading ROW__ID with
+the rows. :func:`read_rows` does the same with the ACID reader (``include_row_id=True``),
+reading only what the mutation can touch:
+
+- partitions the predicate (or the MERGE source's partition values) cannot match are not
+  listed at all: each partition is a fragment with its ``k = v`` guarantee, and Arrow's
+  dataset simplification keeps those the filter may satisfy (sound for any expression:
+  ``OR``, ``NOT`` and ``IS NULL`` included);
+- with ``buckets`` (a MERGE on the key of a table bucketed on it), only those buckets'
+  files are read.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from acidstream.acid.errors import ConfigError
+from acidstream.acid.list_bucketing_prune import partition_skews
+from acidstream.acid.orc_options import OrcWriterOptions
+from acidstream.acid.partition_name import make_partition_name
+from acidstream.acid.partitions import Partition, discover_partitions
+from acidstream.acid.placement import Placement, TableLayout
+from acidstream.acid.read_plan import ROW_ID_COLUMN
+from acidstream.acid.reader import scan
+from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
+from acidstream.acid.storage import Storage
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnStore
+
+__all__ = ["ROW_ID_COLUMN", "Target", "read_rows", "row_schema"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """One table in one mutation's snapshot (the driver side: the process running the
+    mutation).
+
+    Attributes:
+        table: the catalog entry, read inside the mutation's txn.
+        placement: where new rows go (partition, bucket, list-bucketing directory).
+        write_ids / txns: the snapshot of the mutation's txn (its own write id open).
+        options: the ORC writer settings with the table's ``orc.*`` properties.
+        skews: each partition's list bucketing, for the reader.
+    """
+
+    table: TableDef
+    placement: Placement
+    write_ids: ValidWriteIdList
+    txns: ValidTxnList
+    options: OrcWriterOptions
+    skews: dict[tuple[tuple[str, str | None], ...], object]
+
+    @classmethod
+    def open(cls, store: TxnStore, table: TableDef, txn_id: int) -> Target:
+        """The table as the txn ``txn_id`` sees it (Hive: open the txn, then its snapshot)."""
+        if not table.is_full_acid:
+            raise ConfigError(
+                f"{table.full_name} is not a full ACID table (transactional=true, not "
+                "insert_only): rows of it cannot be deleted or updated"
+            )
+        txns = store.get_valid_txns(current_txn=txn_id)
+        wids = store.get_valid_write_ids(table.db, table.name, txns)
+        parts = store.list_partitions(table.db, table.name) if table.is_partitioned else []
+        layout = TableLayout.of(table, partitions=parts)
+        skews = partition_skews(table.partition_names, parts, table.skewed)
+        return cls(
+            table=table,
+            placement=Placement(layout),
+            write_ids=wids,
+            txns=txns,
+            options=OrcWriterOptions().for_table(table.parameters),
+            skews=dict(skews),
+        )
+
+    @property
+    def storage(self) -> Storage:
+        return self.placement.storage
+
+    @property
+    def root(self) -> str:
+        return self.placement.root
+
+    @property
+    def partition_names(self) -> tuple[str, ...]:
+        return tuple(k.lower() for k in self.table.partition_names)
+
+    @functools.cached_property
+    def schema(self) -> pa.Schema:
+        """What a read returns: the table's columns, then its partition columns (strings)."""
+        return row_schema(self.table)
+
+    def partitions(self) -> list[Partition]:
+        """The partition directories on disk (the table directory itself when unpartitioned)."""
+        if not self.storage.exists(self.root):
+            return []
+        if not self.partition_names:
+            return [Partition(self.root, ())]
+        found = discover_partitions(self.storage, self.root)
+        return [p for p in found if len(p.values) == len(self.partition_names)]
+
+    def prune(
+        self, partitions: Sequence[Partition], where: pc.Expression | None
+    ) -> list[Partition]:
+        """The partitions rows satisfying ``where`` may be in."""
+        if where is None or not self.partition_names or not partitions:
+            return list(partitions)
+        guarantees = [_guarantee(p) for p in partitions]
+        fake = [f"/p{i}" for i in range(len(partitions))]  # never opened: paths only name fragments
+        dataset = ds.FileSystemDataset.from_paths(
+            fake,
+            schema=self.schema,
+            format=ds.ParquetFileFormat(),
+            filesystem=pafs.LocalFileSystem(),
+            partitions=guarantees,
+        )
+        kept = {f.path for f in dataset.get_fragments(filter=where)}
+        return [p for p, f in zip(partitions, fake, strict=True) if f in kept]
+
+    def partition_name(self, p: Partition) -> str:
+        """``k=v/...`` of a partition (``""`` for the table directory)."""
+        if not p.values:
+            return ""
+        return make_partition_name([k for k, _ in p.values], [v for _, v in p.values])
+
+
+def _guarantee(p: Partition) -> pc.Expression:
+    expr: pc.Expression | None = None
+    for k, v in p.values:
+        e = pc.field(k.lower()).is_null() if v is None else pc.field(k.lower()) == v
+        expr = e if expr is None else expr & e
+    assert expr is not None
+    return expr
+
+
+def row_schema(table: TableDef) -> pa.Schema:
+    """The columns a read of ``table`` returns (data columns typed, partition columns as
+    strings), without ROW__ID."""
+    fields = [pa.field(n, t.to_arrow()) for n, t in table.schema.columns]
+    fields += [pa.field(k.lower(), pa.string()) for k in table.partition_names]
+    return pa.schema(fields)
+
+
+def read_rows(
+    target: Target,
+    partitions: Sequence[Partition],
+    *,
+    where: pc.Expression | None = None,
+    columns: Sequence[str] | None = None,
+    buckets: Collection[int] | None = None,
+) -> pa.Table:
+    """The rows of ``partitions`` visible to the mutation's snapshot that satisfy ``where``,
+    with ROW__ID first (``row__id`` struct<writeid, bucketid, rowid>) and every column
+    of :attr:`Target.schema` (or ``columns``)."""
+    out_schema = pa.schema(
+        [pa.field(ROW_ID_COLUMN, _row_id_type())]
+        + [f for f in target.schema if columns is None or f.name in set(columns)]
+    )
+    tables: list[pa.Table] = []
+    for p in partitions:
+        s = scan(
+            p.path,
+            write_ids=target.write_ids,
+            txns=target.txns,
+            columns=[f.name for f in out_schema][1:],
+            include_row_id=True,
+            filter=where,
+            schema=target.table.schema,
+            storage=target.storage,
+            skews=target.skews,  # type: ignore[arg-type]
+            partition_keys=target.partition_names,
+            buckets=buckets,
+        )
+        for t in s.batches:
+            if t.num_rows:
+                tables.append(t.cast(out_schema) if t.schema != out_schema else t)
+    if not tables:
+        return out_schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _row_id_type() -> pa.DataType:
+    from acidstream.acid.read_plan import ROW_ID_TYPE
+
+    return ROW_ID_TYPE

@@ -1,0 +1,159 @@
+"""The write step of a mutation: delete events and new row versions, as Hive 3 lays them out.
+
+Kept in one small module so the mutation can move to the buffered table writer
+(``acidstream.acid.table_writer``) without touching the rest. Runs on the driver side
+(the process running the mutation).
+
+- Delete events (split-update, ``OrcRecordUpdater.addSplitUpdateEvent``): operation 2, the
+  deleted row's (originalTransaction, bucket, rowId), ``currentTransaction`` = the
+  mutation's write id, ``row`` NULL, in ``<part>/delete_delta_W_W_SSSS/bucket_N``: one file
+  per writer id ``N`` of the deleted rows' bucket property (Hive's readers refuse an event
+  whose writer id differs from the file's), each sorted by ROW__ID.
+- New row versions (an UPDATE's, a MERGE's updates and inserts) in
+  ``<part>/delta_W_W_SSSS/[<lb dir>/]bucket_N``: the partition from the row's (possibly
+  new) partition values, the bucket by Hive's hash of a bucketed table's bucketing
+  columns (bucket 0 otherwise), fresh rowIds from 0 per file under bucket property
+  ``encode(N, SSSS)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from acidstream.acid import layout
+from acidstream.acid.file_writer import DELETE_OP, AcidFileWriter
+from acidstream.acid.row_keys import RowIdSequence
+from acidstream.mutation.target import Target
+
+__all__ = ["MutationFiles", "by_partition"]
+
+
+@dataclass
+class MutationFiles:
+    """The files one mutation writes for one write id (its txn), and the partitions they
+    are in. On failure :meth:`remove` deletes them (their write id is aborted: no reader
+    can see them, and the Cleaner would otherwise remove them later)."""
+
+    target: Target
+    write_id: int
+    paths: list[str] = field(default_factory=list)
+    partitions: set[str] = field(default_factory=set)
+
+    def delete_events(
+        self, part: str, row_ids: pa.Array | pa.ChunkedArray, statement_id: int
+    ) -> int:
+        """Write delete events for the rows ``row_ids`` (ROW__ID structs) of partition
+        ``part``. Returns the number of events."""
+        if isinstance(row_ids, pa.ChunkedArray):
+            row_ids = row_ids.combine_chunks()
+        n = len(row_ids)
+        if n == 0:
+            return 0
+        keys = pa.table(
+            {
+                "o": pc.struct_field(row_ids, "writeid"),
+                "b": pc.struct_field(row_ids, "bucketid"),
+                "r": pc.struct_field(row_ids, "rowid"),
+            }
+        ).sort_by([("o", "ascending"), ("b", "ascending"), ("r", "ascending")])
+        b = keys.column("b").to_numpy()
+        writer = (b.astype(np.int64) & 0x0FFF0000) >> 16  # BucketCodec V1's writer id
+        st = self.target.storage
+        d = layout.delta_dir_name(
+            self.write_id, self.write_id, statement_id=statement_id, delete=True
+        )
+        for wid in np.unique(writer).tolist():
+            sel = keys.filter(pa.array(writer == wid))
+            path = st.join(
+                self.target.placement.partition_path(part), d, layout.bucket_file_name(int(wid))
+            )
+            self._track(path, part)
+            with AcidFileWriter(
+                st,
+                path,
+                self.target.table.schema,
+                kind="delete",
+                bucket_id=int(wid),
+                statement_id=statement_id,
+                options=self.target.options,
+                engine="arrow",
+            ) as w:
+                w.write_events(
+                    DELETE_OP,
+                    sel.column("o"),
+                    sel.column("b"),
+                    sel.column("r"),
+                    self.write_id,
+                    None,
+                )
+        return n
+
+    def insert_rows(self, rows: pa.Table, statement_id: int) -> int:
+        """Write ``rows`` (the table's data columns in order, then its partition columns
+        as strings, as :attr:`Target.schema`) as insert events of this write id. Returns
+        the number of rows."""
+        if rows.num_rows == 0:
+            return 0
+        t = self.target
+        pl = t.placement
+        ndata = len(t.table.schema.columns)
+        pnames = list(t.partition_names)
+        groups: list[tuple[str, pa.Table]]
+        if pnames:
+            ptab = rows.select(pnames)
+            groups = []
+            for values, idx in pl.partition_groups(ptab):
+                part = pl.partition_dir(list(values))
+                groups.append((part, rows.take(idx).select(list(range(ndata)))))
+        else:
+            groups = [("", rows.select(list(range(ndata))))]
+        for part, data in groups:
+            for bucket, bdata in pl.bucket_groups(data):
+                seq = RowIdSequence()
+                for lb_dir, ldata in pl.lb_groups(part, bdata):
+                    w = pl.insert_writer(
+                        part,
+                        bucket,
+                        min_write_id=self.write_id,
+                        max_write_id=self.write_id,
+                        statement_id=statement_id,
+                        streaming=False,
+                        options=t.options,
+                        lb_dir=lb_dir,
+                        row_ids=seq,
+                    )
+                    self._track(w.path, part)
+                    with w:
+                        w.insert_arrow(self.write_id, ldata)
+        return rows.num_rows
+
+    def _track(self, path: str, part: str) -> None:
+        self.paths.append(path)
+        self.partitions.add(part)
+
+    def remove(self) -> None:
+        """Delete the files written (best effort: a failure leaves them to the Cleaner)."""
+        st = self.target.storage
+        for p in self.paths:
+            try:
+                if st.exists(p):
+                    st.delete(p)
+            except OSError:
+                pass
+
+
+def by_partition(target: Target, rows: pa.Table) -> list[tuple[str, pa.Table]]:
+    """``rows`` (with the target's partition columns) grouped by partition directory
+    (``k=v/...``; one ``""`` group for an unpartitioned table), in one vectorised pass."""
+    pnames = list(target.partition_names)
+    if not pnames or rows.num_rows == 0:
+        return [("", rows)] if rows.num_rows else []
+    pl = target.placement
+    return [
+        (pl.partition_dir(list(values)), rows.take(idx))
+        for values, idx in pl.partition_groups(rows.select(pnames))
+    ]
