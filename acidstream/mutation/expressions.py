@@ -99,7 +99,9 @@ def compile_value(
             f"the value of {target.name!r} is SQL text or a pyarrow expression, not {value!r}"
         )
     try:
-        out = evaluate(schema.empty_table(), expr)
+        # One all-NULL row: a constant that cannot be cast (``'abc'`` for an int) fails
+        # here, before any txn, and NULL inputs make no other expression fail.
+        out = evaluate(_null_row(schema), expr)
         pc.cast(out, target.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as e:
         raise ConfigError(f"the value of {target.name!r}: {e}") from e
@@ -110,6 +112,10 @@ def _plain(schema: pa.Schema, qualifiers: Mapping[str, pa.Schema] | None) -> pa.
     # With qualifiers, the SQL compiler resolves names through them; the unqualified
     # schema is the default qualifier's (or the given one when there is none).
     return schema
+
+
+def _null_row(schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_arrays([pa.nulls(1, f.type) for f in schema], schema=schema)
 
 
 def check_predicate(expr: pc.Expression, schema: pa.Schema) -> None:

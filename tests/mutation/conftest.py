@@ -1,0 +1,55 @@
+"""Fixtures of the mutation tests: tables as the ingest tests make them, rows committed by
+a streaming connection, and the Table handle on the ``store`` fixture's metastore."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import acidstream
+from acidstream import Table
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.store import TxnStore
+from tests.ingest.conftest import make_table
+
+__all__ = ["Insert", "insert", "make_table", "rows_of"]
+
+Insert = Callable[..., None]
+
+
+@pytest.fixture
+def insert(store: TxnStore) -> Insert:
+    """``insert("t", [{"id": 1, ...}, ...])``: one streaming txn committing the rows."""
+
+    def run(name: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        with StreamingConnection(
+            name, record_writer=StrictJsonWriter(), store=store,
+            options=StreamingOptions(housekeeping_interval_s=None),
+        ) as c:  # fmt: skip
+            c.begin_transaction()
+            c.write_many(json.dumps(dict(r)).encode() for r in rows)
+            c.commit_transaction()
+
+    return run
+
+
+@pytest.fixture
+def handle(store_url: str, warehouse: str) -> Callable[[str], Table]:
+    """``handle("t")``: the Table handle of ``default.t``."""
+
+    def make(name: str) -> Table:
+        return acidstream.table(f"default.{name}", metastore=store_url, warehouse=warehouse)
+
+    return make
+
+
+def rows_of(t: pa.Table, columns: list[str] | None = None) -> list[tuple[Any, ...]]:
+    """The rows of ``t`` (or of its ``columns``) as sorted tuples (None sorts first)."""
+    names = columns or t.column_names
+    cols = [t.column(n).to_pylist() for n in names]
+    return sorted(zip(*cols, strict=True), key=lambda r: [(v is not None, v) for v in r])
