@@ -155,9 +155,9 @@ def test_random_mutations_equal_the_model(
             if ins:
                 b = b.when_not_matched_insert_all(condition=pc.field("src.op") != "d")
             # several target rows of one key are fine: the check is per target row
-            res = b.execute()
+            mres = b.execute()
             model, deleted, updated, inserted = _apply_merge(model, src, delete, update, ins)
-            assert (res.rows_deleted, res.rows_updated, res.rows_inserted) == (
+            assert (mres.rows_deleted, mres.rows_updated, mres.rows_inserted) == (
                 deleted,
                 updated,
                 inserted,
