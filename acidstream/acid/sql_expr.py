@@ -373,8 +373,12 @@ class _Compiler:
     def null_safe_eq(self, node: exp.NullSafeEQ) -> _Node:
         a, b = self.unify([self.compile(node.this), self.compile(node.expression)], node)
         na, nb = pc.is_null(a.expr), pc.is_null(b.expr)
+        # and_kleene/or_kleene: pyarrow cannot put its plain "and"/"or" in an expression,
+        # and is_null is never NULL, so Kleene's logic is the plain one here.
         expr = pc.if_else(
-            pc.or_(na, nb), pc.and_(na, nb), pc.coalesce(pc.equal(a.expr, b.expr), False)
+            pc.or_kleene(na, nb),
+            pc.and_kleene(na, nb),
+            pc.coalesce(pc.equal(a.expr, b.expr), False),
         )
         return self.node(expr, node)
 

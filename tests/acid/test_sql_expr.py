@@ -172,6 +172,19 @@ def test_if_with_a_null_condition_takes_the_else_branch(table: pa.Table) -> None
     assert values(table, "IF(b, 'y', 'n')", pa.string()) == ["y", "n", "n", "y", "n"]
 
 
+def test_hive_only_operators_and_literals(table: pa.Table) -> None:
+    # <=> is TRUE for two NULLs and FALSE (not NULL) for one: n is NULL only in rid 2.
+    assert selected(table, "n <=> NULL") == [2]
+    assert selected(table, "NOT (n <=> 10)") == [1, 2, 3, 4]
+    # IS TRUE / IS FALSE are never NULL: b is NULL in rid 2, which neither selects.
+    assert selected(table, "b IS TRUE") == [0, 3]
+    assert selected(table, "b IS FALSE") == [1, 4]
+    assert selected(table, "id == 2") == [1]
+    # 10L is a BIGINT, 2S a SMALLINT, 1Y a TINYINT, 1e1 a DOUBLE.
+    assert selected(table, "n = 10L AND ti = 1Y AND id < 2S AND f < 1e1") == [0]
+    assert values(table, "1e1", pa.float64())[0] == 10.0
+
+
 def test_nvl_is_coalesce(table: pa.Table) -> None:
     assert values(table, "NVL(n, 0)", pa.int32()) == [10, -3, 0, 7, 0]
 
