@@ -328,6 +328,22 @@ def test_default_qualifier_resolves_unqualified_names() -> None:
         merge_selected("id = 1", default_qualifier="nope")
 
 
+def test_merge_values_read_the_source_through_its_alias() -> None:
+    expr = compile_value(
+        "concat(src.op, '-', COALESCE(v, 'new'))", MERGE_SCHEMA, target=pa.string(),
+        qualifiers=QUALIFIERS,
+    )  # fmt: skip
+    got = ds.dataset(MERGE_ROWS).to_table(columns={"v": expr})["v"].to_pylist()
+    assert got == ["d-a", "u-b", "i-new"]
+
+
+def test_timestamp_literals_follow_a_nanosecond_schema() -> None:
+    t = pa.table({"ts": pa.array([1_000_000_001, 2_000_000_000], pa.timestamp("ns"))})
+    # The literal takes the schema's unit, so a nanosecond is neither lost nor rejected.
+    expr = compile_predicate("ts = TIMESTAMP '1970-01-01 00:00:01.000000001'", t.schema)
+    assert pc.cast(t.filter(expr)["ts"], pa.int64()).to_pylist() == [1_000_000_001]
+
+
 def test_an_unknown_alias_is_an_error_naming_the_aliases() -> None:
     with pytest.raises(ConfigError, match=r"unknown table alias 'x'.*src, tgt"):
         merge_selected("x.id = 1")
