@@ -42,7 +42,8 @@ class MergeBuilder:
         source: a pyarrow ``Table``/``RecordBatch``/``RecordBatchReader`` or a pandas
             ``DataFrame``; column names are matched case-insensitively, and source
             columns the table lacks are ignored by the ``*_all`` clauses.
-        on: the key columns (named alike in the source and the table), or one name.
+        on: the key columns (named alike in the source and the table), one name, or a
+            SQL join condition of equalities ``"src.a = tgt.b AND src.c = tgt.d"``.
         source_alias / target_alias: the qualifiers of conditions and values
             (``src.col``, ``tgt.col``; ``pc.field("src.col")`` in a pyarrow expression).
     """
@@ -61,7 +62,7 @@ class MergeBuilder:
         table = source if isinstance(source, MergeSpec) else None
         self._spec = table or MergeSpec(
             source=source_table(source),
-            on=(on,) if isinstance(on, str) else tuple(on),
+            on=on if isinstance(on, str) else tuple(on),
             source_alias=source_alias,
             target_alias=target_alias,
             clauses=_clauses,

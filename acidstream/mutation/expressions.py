@@ -1,7 +1,8 @@
 """Predicates, conditions and SET values of a mutation: SQL text or ``pyarrow`` expressions.
 
 SQL text (Hive's syntax) is compiled by :mod:`acidstream.acid.sql_expr` (sqlglot to Arrow
-compute expressions); a ``pyarrow.compute.Expression`` is taken as it is. Either way the
+compute expressions, ``docs/mutations.md``, Expressions); a ``pyarrow.compute.Expression``
+is taken as it is. Either way the
 result is checked against the columns it runs on *before* any txn opens: an unknown column
 or a type error is a ``ConfigError`` and nothing is written.
 
@@ -12,14 +13,14 @@ as reads return them). A MERGE runs on qualified names: ``<target_alias>.<col>``
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from acidstream.acid import sql_expr
 from acidstream.acid.errors import ConfigError
 
 __all__ = ["Expr", "check_predicate", "compile_predicate", "compile_value", "evaluate", "mask"]
@@ -28,34 +29,18 @@ Expr: TypeAlias = str | pc.Expression
 """A predicate, condition or value: SQL text, or a ``pyarrow.compute`` expression."""
 
 
-def _sql() -> Any:
-    # Imported on use: the SQL front end is optional for callers passing pyarrow expressions.
-    try:
-        return importlib.import_module("acidstream.acid.sql_expr")
-    except ImportError as e:
-        raise ConfigError(
-            "SQL text needs acidstream.acid.sql_expr, which this install lacks; "
-            "pass a pyarrow.compute expression instead"
-        ) from e
-
-
-def _qualified(
-    qualifiers: Mapping[str, pa.Schema] | None,
-) -> dict[str, Any]:
-    return {} if qualifiers is None else {"qualifiers": dict(qualifiers)}
-
-
 def compile_predicate(
     where: Expr,
     schema: pa.Schema,
     *,
-    qualifiers: Mapping[str, pa.Schema] | None = None,
+    qualifiers: Mapping[str, str] | None = None,
     default_qualifier: str | None = None,
 ) -> pc.Expression:
     """``where`` as a boolean Arrow expression over ``schema``'s columns, checked.
 
-    ``qualifiers`` (alias -> that side's columns) and ``default_qualifier`` are passed to
-    the SQL compiler for a MERGE; ``schema`` then has the qualified names.
+    ``qualifiers`` (alias -> the prefix of its columns in ``schema``, ``{"src": "src."}``)
+    and ``default_qualifier`` resolve a MERGE's qualified names
+    (:func:`acidstream.acid.sql_expr.compile_predicate`).
 
     Raises:
         ConfigError: unknown columns, a type error, a value that is not boolean.
@@ -63,10 +48,9 @@ def compile_predicate(
     if isinstance(where, pc.Expression):
         expr = where
     elif isinstance(where, str):
-        kw = _qualified(qualifiers)
-        if default_qualifier is not None:
-            kw["default_qualifier"] = default_qualifier
-        expr = _sql().compile_predicate(where, _plain(schema, qualifiers), **kw)
+        expr = sql_expr.compile_predicate(
+            where, schema, qualifiers=qualifiers, default_qualifier=default_qualifier
+        )
     else:
         raise ConfigError(f"a predicate is SQL text or a pyarrow expression, not {where!r}")
     check_predicate(expr, schema)
@@ -78,11 +62,11 @@ def compile_value(
     schema: pa.Schema,
     *,
     target: pa.Field,
-    qualifiers: Mapping[str, pa.Schema] | None = None,
+    qualifiers: Mapping[str, str] | None = None,
     default_qualifier: str | None = None,
 ) -> pc.Expression:
     """``value`` (a SET or INSERT value) as an Arrow expression over ``schema`` whose
-    result casts to ``target``'s type, checked on an empty table.
+    result casts to ``target``'s type, checked on one all-NULL row.
 
     Raises:
         ConfigError: unknown columns, a type error, a result that cannot be cast.
@@ -90,10 +74,16 @@ def compile_value(
     if isinstance(value, pc.Expression):
         expr = value
     elif isinstance(value, str):
-        kw = _qualified(qualifiers)
-        if default_qualifier is not None:
-            kw["default_qualifier"] = default_qualifier
-        expr = _sql().compile_value(value, _plain(schema, qualifiers), target=target, **kw)
+        try:
+            expr = sql_expr.compile_value(
+                value,
+                schema,
+                target=target.type,
+                qualifiers=qualifiers,
+                default_qualifier=default_qualifier,
+            )
+        except ConfigError as e:
+            raise ConfigError(f"the value of {target.name!r}: {e}") from e
     else:
         raise ConfigError(
             f"the value of {target.name!r} is SQL text or a pyarrow expression, not {value!r}"
@@ -106,12 +96,6 @@ def compile_value(
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as e:
         raise ConfigError(f"the value of {target.name!r}: {e}") from e
     return expr
-
-
-def _plain(schema: pa.Schema, qualifiers: Mapping[str, pa.Schema] | None) -> pa.Schema:
-    # With qualifiers, the SQL compiler resolves names through them; the unqualified
-    # schema is the default qualifier's (or the given one when there is none).
-    return schema
 
 
 def _null_row(schema: pa.Schema) -> pa.Table:

@@ -24,6 +24,7 @@ gives ``delta_W_W_0000`` (insert), ``delete_delta_W_W_0001`` + ``delta_W_W_0001`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlglot
+import sqlglot.errors
+from sqlglot import exp
 
 from acidstream.acid.bucket_hash import bucket_numbers
 from acidstream.acid.errors import CardinalityViolationError, ConfigError
@@ -163,7 +167,8 @@ class MergePlan:
         tgt_q = _qualify(target_schema, ta)
         self.joined_schema = pa.schema(list(tgt_q) + list(src_q))
         self.source_schema = src_q
-        quals = {ta: target_schema, s: self.source.schema}
+        quals = {ta: f"{ta}.", s: f"{s}."}
+        src_quals = {s: f"{s}."}
         _Item = tuple[str, pc.Expression | None, dict[str, pc.Expression]]
         inserts: list[_Item] = []
         updates: list[_Item] = []
@@ -180,7 +185,7 @@ class MergePlan:
                     if f is None:
                         raise ConfigError(f"INSERT names unknown column {col!r}")
                     values[f.name] = compile_value(
-                        v, src_q, target=f, qualifiers={s: self.source.schema}, default_qualifier=s
+                        v, src_q, target=f, qualifiers=src_quals, default_qualifier=s
                     )
                 if not values:
                     raise ConfigError("a WHEN NOT MATCHED INSERT clause inserts no column")
@@ -190,7 +195,7 @@ class MergePlan:
                     None
                     if c.condition is None
                     else compile_predicate(
-                        c.condition, src_q, qualifiers={s: self.source.schema}, default_qualifier=s
+                        c.condition, src_q, qualifiers=src_quals, default_qualifier=s
                     )
                 )
                 inserts.append(("insert", cond, values))
@@ -248,25 +253,28 @@ class MergePlan:
 
     # -------------------------------------------------------------- keys
     def _keys(
-        self, on: tuple[str, ...] | str, tnames: dict[str, pa.Field], snames: dict[str, pa.Field]
+        self,
+        on: tuple[str, ...] | str,
+        tnames: dict[str, pa.Field],
+        snames: dict[str, pa.Field],
     ) -> list[tuple[str, str]]:
-        """``(source column, target column)`` pairs the rows match on."""
-        cols: list[str]
-        if isinstance(on, str):
-            cols = [on]
+        """``(source column, target column)`` pairs the rows match on: key columns named
+        alike on both sides, or SQL equalities ``src.a = tgt.b`` joined by AND."""
+        if isinstance(on, str) and not _IDENTIFIER.fullmatch(on.strip()):
+            pairs = _on_condition(on, self.src_alias, self.tgt_alias)
         else:
-            cols = list(on)
-        if not cols:
+            cols = [on] if isinstance(on, str) else list(on)
+            pairs = [(c.strip().lower(), c.strip().lower()) for c in cols]
+        if not pairs:
             raise ConfigError("a MERGE needs at least one key column in on=")
-        out = []
-        for c in cols:
-            k = c.strip().lower()
-            if k not in tnames:
-                raise ConfigError(f"MERGE key {c!r} is not a column of the table")
-            if k not in snames:
-                raise ConfigError(f"MERGE key {c!r} is not a column of the source")
-            out.append((k, k))
-        return out
+        for sk, tk in pairs:
+            if tk not in tnames:
+                raise ConfigError(f"MERGE key {tk!r} is not a column of the table")
+            if sk not in snames:
+                raise ConfigError(f"MERGE key {sk!r} is not a column of the source")
+        if len({tk for _, tk in pairs}) != len(pairs):
+            raise ConfigError(f"a MERGE key column is named twice in on={on!r}")
+        return pairs
 
     # -------------------------------------------------------------- run
     def __call__(self, run: MutationRun) -> MergeResult:
@@ -409,6 +417,43 @@ class MergePlan:
             e = pc.field(k).isin(vals)
             expr = e if expr is None else expr & e
         return expr
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _on_condition(text: str, src: str, tgt: str) -> list[tuple[str, str]]:
+    """The key pairs of a join condition ``src.a = tgt.b [AND ...]`` (parsed by sqlglot, in
+    Hive's dialect). Anything else (a constant, an OR, a comparison other than ``=``) is
+    refused: filter the source instead."""
+    try:
+        tree = sqlglot.parse_one(text, read="hive")
+    except sqlglot.errors.ParseError as e:
+        raise ConfigError(f"MERGE on={text!r}: {e}") from e
+    conjuncts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    pairs = []
+    for c in conjuncts:
+        while isinstance(c, exp.Paren):
+            c = c.this
+        if not (
+            isinstance(c, exp.EQ)
+            and isinstance(c.left, exp.Column)
+            and isinstance(c.right, exp.Column)
+        ):
+            raise ConfigError(
+                f"MERGE on={text!r}: only equalities of a {src} and a {tgt} column joined "
+                f"by AND are supported, not {c.sql(dialect='hive')!r}"
+            )
+        sides = {
+            c.left.table.lower(): c.left.name.lower(),
+            c.right.table.lower(): c.right.name.lower(),
+        }
+        if set(sides) != {src, tgt}:
+            raise ConfigError(
+                f"MERGE on={text!r}: qualify each key with the aliases {src!r} and {tgt!r}"
+            )
+        pairs.append((sides[src], sides[tgt]))
+    return pairs
 
 
 def _kind(c: Clause) -> str:
