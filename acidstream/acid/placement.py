@@ -154,13 +154,17 @@ class Placement:
     """Places the rows of one table: partition directory, bucket, file and writer.
 
     Holds the table's storage and caches partition names, so it is built once per
-    connection (or per executor task) and used for every row.
+    connection (or per executor task) and used for every row. ``storage``: an open
+    storage of ``table.location`` to use instead of opening one.
     """
 
-    def __init__(self, table: TableLayout) -> None:
+    def __init__(self, table: TableLayout, *, storage: Storage | None = None) -> None:
         self.table = table
         self.schema = table.schema
-        self.storage, self.root = Storage.for_path(table.location)
+        if storage is None:
+            self.storage, self.root = Storage.for_path(table.location)
+        else:
+            self.storage, self.root = storage, table.location
         names = list(self.schema.names)
         self._bucket_idx: list[int] = []
         self._bucket_types: list[HiveType] = []
@@ -326,9 +330,16 @@ class Placement:
         statement_id: int,
         bucket: int,
         lb_dir: str = "",
+        *,
+        visibility_txn_id: int = 0,
     ) -> str:
-        """``<table>/[<part>/]delta_<min>_<max>[_<stmt>]/[<lb_dir>/]bucket_<N>``."""
-        d = layout.delta_dir_name(min_write_id, max_write_id, statement_id=statement_id)
+        """``<table>/[<part>/]delta_<min>_<max>[_<stmt>][_v<T>]/[<lb_dir>/]bucket_<N>``."""
+        d = layout.delta_dir_name(
+            min_write_id,
+            max_write_id,
+            statement_id=statement_id,
+            visibility_txn_id=visibility_txn_id,
+        )
         parts = [self.partition_path(part), d] + ([lb_dir] if lb_dir else [])
         return self.storage.join(*parts, layout.bucket_file_name(bucket))
 
@@ -344,6 +355,7 @@ class Placement:
         options: OrcWriterOptions,
         lb_dir: str = "",
         row_ids: RowIdSequence | None = None,
+        visibility_txn_id: int = 0,
     ) -> AcidFileWriter:
         """The writer of one insert-delta bucket file, on the columnar engine.
 
@@ -352,9 +364,14 @@ class Placement:
         ``streaming`` files (more than one txn, or a file that must be readable at each
         txn boundary) get an intermediate footer and a side-file entry per flush where the
         storage can flush a file being written (local files, HDFS); elsewhere the caller
-        must keep one txn per file.
+        must keep one txn per file. ``visibility_txn_id``: the ``_v<T>`` suffix of a
+        compactor's delta. Buffering and writing whole tables of rows through such files
+        is :class:`acidstream.acid.table_writer.TableWriter`'s.
         """
-        path = self.bucket_file(part, min_write_id, max_write_id, statement_id, bucket, lb_dir)
+        path = self.bucket_file(
+            part, min_write_id, max_write_id, statement_id, bucket, lb_dir,
+            visibility_txn_id=visibility_txn_id,
+        )  # fmt: skip
         if lb_dir:
             # The delta itself carries the format marker too (the writer puts one beside
             # its file, in the list-bucketing directory).

@@ -19,8 +19,9 @@ new base/delta; the writers numbered a bucket's rows across its directories, so 
 stay unique. A partition read through the reader (original files) has its rows placed
 by value with the partition's own skew (:func:`acidstream.acid.placement.list_bucketing_dirs`).
 Files are written
-with :meth:`acidstream.acid.file_writer.AcidFileWriter.write_events`; timestamps are kept exactly
-(:func:`conform_events`).
+through the one table writer, :class:`acidstream.acid.table_writer.TableWriter` (its
+events-as-they-are mode, :meth:`~acidstream.acid.table_writer.TableWriter.write_events`,
+:func:`compaction_writer`); timestamps are kept exactly (:func:`conform_events`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from acidstream.acid.delete_registry import (
 )
 from acidstream.acid.directory import AcidState, get_acid_state
 from acidstream.acid.errors import AcidFormatError
-from acidstream.acid.file_writer import AcidFileWriter
 from acidstream.acid.layout import ParsedDelta
 from acidstream.acid.list_bucketing import SkewedInfo
 from acidstream.acid.orc_inspect import (
@@ -57,7 +57,7 @@ from acidstream.acid.orc_inspect import (
 )
 from acidstream.acid.orc_options import OrcWriterOptions
 from acidstream.acid.orc_read import read_orc_columns
-from acidstream.acid.placement import list_bucketing_dirs
+from acidstream.acid.placement import Placement, TableLayout, list_bucketing_dirs
 from acidstream.acid.reader import READ_THREADS, iter_batches
 from acidstream.acid.schema import TableSchema
 from acidstream.acid.snapshot import (
@@ -67,11 +67,13 @@ from acidstream.acid.snapshot import (
     ValidWriteIdList,
 )
 from acidstream.acid.storage import Storage
+from acidstream.acid.table_writer import EventKind, TableWriter, WriteTarget
 from acidstream.acid.timestamps import TimestampUnit, with_timestamp_unit
 
 __all__ = [
     "CompactorSnapshot",
     "RewriteResult",
+    "compaction_writer",
     "empty_events",
     "is_event_only",
     "lb_groups",
@@ -83,6 +85,7 @@ __all__ = [
     "sort_events",
     "whole_delta_hwm",
     "write_bucket_file",
+    "write_events_file",
     "writer_ids",
 ]
 
@@ -277,6 +280,69 @@ class _LbTagger:
         return t.append_column(_LB, pa.DictionaryArray.from_arrays(idx, self._dictionary))
 
 
+def compaction_writer(
+    storage: Storage,
+    part_dir: str,
+    schema: TableSchema,
+    out_dir_name: str,
+    *,
+    options: OrcWriterOptions,
+) -> TableWriter:
+    """The table writer of one compaction's output in one partition directory:
+    ``out_dir_name`` is the base (``base_<hwm>_v<ctxn>``) or the insert delta
+    (``delta_<min>_<hwm>_v<ctxn>``, its delete delta alike) the events go to."""
+    parsed = layout.parse_dir_name(out_dir_name)
+    if isinstance(parsed, layout.ParsedBase):
+        target = WriteTarget(
+            min_write_id=parsed.write_id,
+            max_write_id=parsed.write_id,
+            visibility_txn_id=parsed.visibility_txn_id,
+            base=True,
+        )
+    elif isinstance(parsed, ParsedDelta):
+        target = WriteTarget(
+            min_write_id=parsed.min_write_id,
+            max_write_id=parsed.max_write_id,
+            statement_id=parsed.statement_id,
+            visibility_txn_id=parsed.visibility_txn_id,
+        )
+    else:
+        raise AcidFormatError(f"{out_dir_name} is not a base or delta directory name")
+    # The partition directory as the placement's root: a compaction is one partition's.
+    table = TableLayout(location=part_dir, columns=tuple((n, str(t)) for n, t in schema.columns))
+    return TableWriter(Placement(table, storage=storage), target=target, options=options)
+
+
+def write_events_file(
+    writer: TableWriter,
+    bucket: int,
+    events: pa.Table,
+    *,
+    kind: EventKind,
+    row_type: pa.StructType,
+    lb_dir: str = "",
+) -> int:
+    """Write sorted ``events`` (``kind``: base, insert or delete) to the writer's
+    ``[lb_dir/]bucket_N``; returns the number of events. Fault step
+    ``compaction.after_bucket`` follows."""
+    n = events.num_rows
+    # Every event keeps its ROW__ID and currentTransaction (the writer checks the order).
+    writer.write_events(
+        "",
+        bucket,
+        kind=kind,
+        op=events.column("op").combine_chunks(),
+        original_txn=events.column("o").combine_chunks(),
+        bucket_property=events.column("b").combine_chunks(),
+        row_id=events.column("r").combine_chunks(),
+        current_txn=events.column("c").combine_chunks(),
+        rows=None if kind == "delete" else _conform_rows(events.column("row"), row_type),
+        lb_dir=lb_dir,
+    )
+    faults.point("compaction.after_bucket")
+    return n
+
+
 def write_bucket_file(
     storage: Storage,
     out_dir: str,
@@ -284,50 +350,17 @@ def write_bucket_file(
     bucket: int,
     events: pa.Table,
     *,
-    kind: str,
+    kind: EventKind,
     options: OrcWriterOptions,
     row_type: pa.StructType,
     lb_dir: str = "",
 ) -> int:
     """Write sorted ``events`` to ``out_dir/[lb_dir/]bucket_N`` (``kind``: base, insert or
-    delete); returns the number of events. Fault step ``compaction.after_bucket`` follows."""
-    if lb_dir:
-        # The base/delta itself carries the format marker too, as every ACID directory.
-        storage.makedirs(out_dir)
-        storage.write_bytes_if_absent(
-            storage.join(out_dir, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
-        )
-        path = storage.join(out_dir, lb_dir, layout.bucket_file_name(bucket))
-    else:
-        path = storage.join(out_dir, layout.bucket_file_name(bucket))
-    w = AcidFileWriter(
-        storage,
-        path,
-        schema,
-        kind=kind,  # type: ignore[arg-type]
-        bucket_id=bucket,
-        statement_id=-1,
-        options=options,
-        engine="arrow",
-    )
-    try:
-        n = events.num_rows
-        rows = None if kind == "delete" else _conform_rows(events.column("row"), row_type)
-        # Every event keeps its ROW__ID and currentTransaction (the writer checks the order).
-        w.write_events(
-            events.column("op").combine_chunks(),
-            events.column("o").combine_chunks(),
-            events.column("b").combine_chunks(),
-            events.column("r").combine_chunks(),
-            events.column("c").combine_chunks(),
-            rows,
-        )
-    except BaseException:
-        w.abort()
-        raise
-    w.close()
-    faults.point("compaction.after_bucket")
-    return n
+    delete) through :func:`compaction_writer`; returns the number of events (for one
+    file on its own, e.g. a Spark task's bucket)."""
+    part_dir, name = out_dir.rstrip("/").rsplit("/", 1)
+    writer = compaction_writer(storage, part_dir, schema, name, options=options)
+    return write_events_file(writer, bucket, events, kind=kind, row_type=row_type, lb_dir=lb_dir)
 
 
 def _timestamp_unit(types: Sequence[pa.DataType]) -> TimestampUnit:
@@ -653,10 +686,9 @@ def major(
         _split_by_writer(events, by_bucket)
     else:
         row_type = row_type_of(schema)
-    out_dir = storage.join(
-        part_dir,
-        layout.base_dir_name(write_ids.high_watermark, visibility_txn_id=compactor_txn_id),
-    )
+    out_name = layout.base_dir_name(write_ids.high_watermark, visibility_txn_id=compactor_txn_id)
+    out_dir = storage.join(part_dir, out_name)
+    writer = compaction_writer(storage, part_dir, schema, out_name, options=options)
     total = 0
     if not by_bucket:
         # Everything was deleted: an empty base still supersedes the old directories.
@@ -664,10 +696,9 @@ def major(
     n_buckets = len({b for _, b in by_bucket})
     for key in sorted(by_bucket):
         ev = sort_events(pa.concat_tables(by_bucket.pop(key)))
-        total += write_bucket_file(
-            storage, out_dir, schema, key[1], ev, kind="base", options=options,
-            row_type=row_type, lb_dir=key[0],
-        )  # fmt: skip
+        total += write_events_file(
+            writer, key[1], ev, kind="base", row_type=row_type, lb_dir=key[0]
+        )
     return RewriteResult((out_dir,), total, 0, n_buckets)
 
 
@@ -786,37 +817,27 @@ def minor(
     )
     outputs: list[str] = []
     n_ins = n_del = 0
-    ins_dir = storage.join(
-        part_dir, layout.delta_dir_name(lo, hwm, visibility_txn_id=compactor_txn_id)
+    writer = compaction_writer(
+        storage,
+        part_dir,
+        schema,
+        layout.delta_dir_name(lo, hwm, visibility_txn_id=compactor_txn_id),
+        options=options,
     )
     # The insert delta is always written (maybe empty): it is what makes the compacted
     # deltas obsolete even when every event in them was aborted.
-    storage.makedirs(ins_dir)
-    storage.write_bytes_if_absent(
-        storage.join(ins_dir, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
-    )
-    outputs.append(ins_dir)
+    outputs.append(writer.make_dir(""))
     for key in sorted(inserts):
         events = sort_events(pa.concat_tables(inserts[key]))
-        n_ins += write_bucket_file(
-            storage, ins_dir, schema, key[1], events, kind="insert", options=options,
-            row_type=row_type, lb_dir=key[0],
-        )  # fmt: skip
+        n_ins += write_events_file(
+            writer, key[1], events, kind="insert", row_type=row_type, lb_dir=key[0]
+        )
     if any(d.is_delete for d in deltas):
-        del_dir = storage.join(
-            part_dir,
-            layout.delta_dir_name(lo, hwm, visibility_txn_id=compactor_txn_id, delete=True),
-        )
-        storage.makedirs(del_dir)
-        storage.write_bytes_if_absent(
-            storage.join(del_dir, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
-        )
-        outputs.append(del_dir)
+        outputs.append(writer.make_dir("", delete=True))
         for key in sorted(deletes):
             events = sort_events(pa.concat_tables(deletes[key]), newest_first=True)
-            n_del += write_bucket_file(
-                storage, del_dir, schema, key[1], events, kind="delete", options=options,
-                row_type=row_type, lb_dir=key[0],
-            )  # fmt: skip
+            n_del += write_events_file(
+                writer, key[1], events, kind="delete", row_type=row_type, lb_dir=key[0]
+            )
     buckets = {b for _, b in inserts} | {b for _, b in deletes}
     return RewriteResult(tuple(outputs), n_ins, n_del, len(buckets))

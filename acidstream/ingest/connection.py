@@ -3,12 +3,13 @@
 A connection streams records into one full-ACID table. Transactions come in batches
 (``txns_per_batch``, Hive's default 1): the metastore side of a batch (open, write ids,
 locks, heartbeats, commits, aborts) is :class:`acidstream.txn.batch.TransactionBatch`, shared with
-every other writer; rows are placed (partition directory, bucket, file) by
-:class:`acidstream.acid.placement.Placement`. What is the connection's own: parsing records (the
-record writer), buffering rows per (partition, bucket), one
-``delta_<min>_<max>[_stmt]/bucket_N`` file per (partition, bucket) for the whole batch,
-and making each commit durable behind an intermediate ORC footer whose length goes to the
-``_flush_length`` side file (batches of more than one txn). See ``docs/ingest.md``.
+every other writer; rows are placed (partition directory, bucket, file), buffered against the memory
+limit and written by :class:`acidstream.acid.table_writer.TableWriter` (one per batch:
+one ``delta_<min>_<max>[_stmt]/bucket_N`` file per (partition, bucket) for the whole
+batch), shared with the sink's tasks and the compactor. What is the connection's own:
+parsing records (the record writer), registering partitions, when to auto-flush, and
+making each commit durable behind intermediate ORC footers whose lengths go to the
+``_flush_length`` side files (batches of more than one txn). See ``docs/ingest.md``.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ from acidstream.acid.errors import (
 )
 from acidstream.acid.partition_name import DEFAULT_PARTITION_NAME, parse_partition_name
 from acidstream.acid.placement import Placement, TableLayout
-from acidstream.acid.row_keys import RowIdSequence
 from acidstream.acid.schema import TableSchema
 from acidstream.acid.table_name import TableName
+from acidstream.acid.table_writer import TableWriter, WriteTarget
 from acidstream.acid.writer import AcidFileWriter, OrcWriterOptions
 from acidstream.ingest.dead_letter import DeadLetterWriter
 from acidstream.ingest.parse_ahead import AheadParser, ParsedBlock, parse_stream
@@ -56,7 +57,6 @@ from acidstream.txn.config import StoreConfig
 from acidstream.txn.heartbeat import Heartbeater
 from acidstream.txn.housekeeper import Housekeeper
 from acidstream.txn.namespaces import resolve_write
-from acidstream.txn.settings import check_txn_timeout_option
 from acidstream.txn.store import TxnState, TxnStore, open_store
 
 __all__ = ["BlockResult", "StreamingConnection", "StreamingOptions"]
@@ -72,12 +72,9 @@ class StreamingOptions:
 
     Attributes:
         txns_per_batch: txns per transaction batch (Hive's default 1; at most 1000).
-        txn_timeout_s: deprecated: the txn timeout is the metastore's setting
-            (``acidstream config set txn_timeout_s S``), which heartbeats follow (every
-            half of it). ``None`` (the default) takes it; a value that differs from the
-            metastore's is refused at open with a ``ConfigError`` naming both.
         heartbeat_interval_s: heartbeat at least this often (it can only shorten the
-            interval, never stretch it past half the metastore's timeout).
+            interval, never stretch it past half the metastore's timeout, which is the
+            metastore's setting: ``acidstream config set txn_timeout_s S``).
         memory_limit_bytes: buffered record bytes that trigger an auto-flush (rows handed to
             the ORC writers and, in a multi-txn batch, an intermediate footer) without commit.
         statement_id: Hive's ``withStatementId``; -1 writes directories without ``_stmt``.
@@ -97,7 +94,6 @@ class StreamingOptions:
     """
 
     txns_per_batch: int = 1
-    txn_timeout_s: float | None = None
     heartbeat_interval_s: float | None = None
     memory_limit_bytes: int = 100 * 1024 * 1024
     statement_id: int = -1
@@ -121,10 +117,6 @@ class StreamingOptions:
             raise ConfigError("housekeeping_interval_s must be > 0 (or None)")
         if not -1 <= self.statement_id < layout.MAX_STATEMENTS_PER_TXN:
             raise ConfigError("statement_id must be in [-1, 10000)")
-
-
-Key = tuple[str, int]  # (partition directory, bucket)
-FileKey = tuple[str, int, str]  # (partition directory, bucket, list-bucketing directory)
 
 
 @dataclass(frozen=True)
@@ -179,18 +171,14 @@ class StreamingConnection:
         self._lock = threading.RLock()
         self._closed = False
         self._batch: TransactionBatch | None = None
-        self._files: dict[FileKey, AcidFileWriter] = {}
-        # One rowId numbering per bucket, shared by its files in list-bucketing directories.
-        self._row_ids: dict[Key, RowIdSequence] = {}
+        # The batch's buffered writer (None between batches).
+        self._out: TableWriter | None = None
         self._heartbeater: Heartbeater | None = None
         self._syncer: ThreadPoolExecutor | None = None  # makes footers durable (commit)
         self._housekeeper: Housekeeper | None = None
         self._given: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
         self._dead_letter: DeadLetterWriter | None = None
         try:
-            check_txn_timeout_option(
-                self._store, self.options.txn_timeout_s, option="StreamingOptions.txn_timeout_s"
-            )
             self.name = resolve_write(self._store, table, namespace=self.options.namespace)
             self.db, self.table_name = self.name.db, self.name.table
             self.table = self._load_table()
@@ -224,9 +212,6 @@ class StreamingConnection:
             raise
         self._registered: set[str] = set()  # partitions known to exist in the catalog
         self._touched: set[str] = set()  # partitions the open txn wrote
-        self._rows: dict[Key, list[tuple[Any, ...]]] = {}
-        self._arrow: dict[Key, list[pa.Table]] = {}
-        self._buffered_bytes = 0
         self._user = self.options.user or _user()
         self._host = self.options.host or socket.gethostname()
         self._agent = (
@@ -379,6 +364,17 @@ class StreamingConnection:
                     self._finish_batch(b)
                 self._batch = None
                 b = self._batch = self._open_batch()
+                self._out = TableWriter(
+                    self._place,
+                    target=WriteTarget(
+                        min_write_id=b.min_write_id,
+                        max_write_id=b.max_write_id,
+                        statement_id=self.options.statement_id,
+                    ),
+                    options=self._orc,
+                    streaming=b.size > 1,
+                    memory_limit_bytes=self.options.memory_limit_bytes,
+                )
             txn = b.begin_next()
             self._touched = set()
             return txn
@@ -509,7 +505,8 @@ class StreamingConnection:
         limit = self.options.memory_limit_bytes
         n = hi - lo
         total = sum(map(len, records[lo:hi]))
-        if self._buffered_bytes + total < limit:  # no flush among them (the usual case)
+        out = self._buffers()
+        if out.buffered_bytes + total < limit:  # no flush among them (the usual case)
             self._buffer_rows_of_many(gid, names, table, first, n, total)
             return n
         cum = np.cumsum(np.fromiter(map(len, records[lo:hi]), np.int64, n))
@@ -517,7 +514,7 @@ class StreamingConnection:
         while start < n:
             before = int(cum[start - 1]) if start else 0
             # The first record after which the buffered bytes reach the limit.
-            stop = int(np.searchsorted(cum, limit - self._buffered_bytes + before)) + 1
+            stop = int(np.searchsorted(cum, limit - out.buffered_bytes + before)) + 1
             end = min(stop, n)
             nbytes = int(cum[end - 1]) - before
             self._buffer_rows_of_many(gid, names, table, first + start, end - start, nbytes)
@@ -539,15 +536,16 @@ class StreamingConnection:
         records' bytes: ``nbytes``), each in its partition, in record order."""
         rows = table.slice(offset, length)
         groups = gid[offset : offset + length]
+        out = self._buffers()
         if groups[0] == groups[-1] and (groups == groups[0]).all():
-            self._buffer_arrow(names[int(groups[0])], rows, counted=True)
+            out.add_arrow(names[int(groups[0])], rows, nbytes=0)
         else:
             order = np.argsort(groups, kind="stable")
             bounds = np.flatnonzero(np.diff(groups[order])) + 1
             for take in np.split(order, bounds):
                 part = names[int(groups[take[0]])]
-                self._buffer_arrow(part, rows.take(pa.array(take)), counted=True)
-        self._buffered_bytes += nbytes
+                out.add_arrow(part, rows.take(pa.array(take)), nbytes=0)
+        out.count_bytes(nbytes)
         self._stats.add("records_written", length)
         self._stats.add("records_size", nbytes)
 
@@ -581,7 +579,7 @@ class StreamingConnection:
                 for part, rows in self._block_partitions(
                     table, enc.partitions, rejected, enc.good_indices
                 ):
-                    self._buffer_arrow(part, rows, counted=True)
+                    self._buffers().add_arrow(part, rows, nbytes=0)
                     self._stats.add("records_written", rows.num_rows)
             rejected.sort(key=lambda r: r[0])
             for i, e in rejected:
@@ -591,7 +589,7 @@ class StreamingConnection:
                 nbytes = enc.nbytes if enc.nbytes >= 0 else sum(map(len, records))
             self._stats.add("records_size", nbytes - bad_bytes)
             # Buffered record bytes, as write() counts them (Table.nbytes costs more here).
-            self._buffered_bytes += nbytes - bad_bytes
+            self._buffers().count_bytes(nbytes - bad_bytes)
             self._maybe_auto_flush()
         return BlockResult(len(records) - len(rejected), tuple(rejected))
 
@@ -668,12 +666,7 @@ class StreamingConnection:
         else:
             pv = ()
         part = self._partition(pv)
-        key = (part, self._place.bucket_of(row))
-        buf = self._rows.get(key)
-        if buf is None:
-            buf = self._rows[key] = []
-        buf.append(row)
-        self._buffered_bytes += len(record)
+        self._buffers().add_row(part, row, nbytes=len(record))
         self._stats.add("records_written")
         self._stats.add("records_size", len(record))
 
@@ -695,7 +688,7 @@ class StreamingConnection:
             part = self._partition(
                 self._static if self._static is not None else self._given_partition(partition)
             )
-            self._buffer_arrow(part, table)
+            self._buffers().add_arrow(part, table)
             self._stats.add("records_written", table.num_rows)
             self._stats.add("records_size", table.nbytes)
             self._maybe_auto_flush()
@@ -719,25 +712,11 @@ class StreamingConnection:
                 self._static if self._static is not None else self._given_partition(partition)
             )
             table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-            self._buffer_arrow(part, table)
+            self._buffers().add_arrow(part, table)
             self._stats.add("records_written", table.num_rows)
             self._stats.add("records_size", table.nbytes)
             self._maybe_auto_flush()
             return int(table.num_rows)
-
-    def _buffer_arrow(self, part: str, table: pa.Table, *, counted: bool = False) -> None:
-        """Buffer rows of the open txn by (partition, bucket); ``counted``: the caller
-        counts their bytes towards ``memory_limit_bytes`` itself."""
-        for bucket, rows in self._place.bucket_groups(table):
-            key = (part, bucket)
-            tables = self._arrow.setdefault(key, [])
-            pending = self._rows.get(key)
-            if pending:  # rows write() buffered before these: they go first (rowId order)
-                tables.append(self._place.rows_to_table(pending))
-                pending.clear()
-            tables.append(rows)
-        if not counted:
-            self._buffered_bytes += table.nbytes
 
     def _partition(self, values: Sequence[str | None]) -> str:
         """The partition directory of these values, registered in the catalog once
@@ -760,59 +739,25 @@ class StreamingConnection:
         return name
 
     # ------------------------------------------------------------------ files
-    def _file(self, b: TransactionBatch, key: Key, lb_dir: str = "") -> AcidFileWriter:
-        w = self._files.get((*key, lb_dir))
-        if w is None:
-            w = self._files[(*key, lb_dir)] = self._place.insert_writer(
-                key[0],
-                key[1],
-                min_write_id=b.min_write_id,
-                max_write_id=b.max_write_id,
-                statement_id=self.options.statement_id,
-                streaming=b.size > 1,
-                options=self._orc,
-                lb_dir=lb_dir,
-                row_ids=self._row_ids.setdefault(key, RowIdSequence()),
-            )
-        return w
+    def _buffers(self) -> TableWriter:
+        """The open batch's writer (its buffers and files)."""
+        out = self._out
+        assert out is not None  # set with the batch, which the caller found open
+        return out
 
     def _drain(self, b: TransactionBatch) -> None:
-        """Hand every buffered row of the current txn to its file (in a list-bucketed
-        partition, to the file of its list-bucketing directory)."""
-        wid = b.current_write_id
-        # A key's Arrow tables before its rows: rows write() buffered before a table
-        # were moved into the tables (_buffer_arrow), so its rows are the latest.
-        for key, tables in self._arrow.items():
-            for t in tables:
-                for lb, rows_ in self._place.lb_groups(key[0], t):
-                    self._file(b, key, lb).insert_arrow(wid, rows_)
-        for key, rows in self._rows.items():
-            if not rows:
-                continue
-            if self._place.is_list_bucketed(key[0]):
-                for lb, t in self._place.lb_groups(key[0], self._place.rows_to_table(rows)):
-                    self._file(b, key, lb).insert_arrow(wid, t)
-            else:
-                self._file(b, key).insert(wid, rows)
-        self._drop_buffers()
+        """Hand every buffered row of the current txn to its file."""
+        self._buffers().drain(b.current_write_id)
 
     def _drop_buffers(self) -> None:
-        self._rows.clear()
-        self._arrow.clear()
-        self._buffered_bytes = 0
+        if self._out is not None:
+            self._out.drop_buffers()
 
     def _maybe_auto_flush(self) -> None:
-        if self._buffered_bytes < self.options.memory_limit_bytes:
+        if not self._buffers().over_limit:
             return
         b = self._check_open()
-
-        def flush() -> None:
-            self._drain(b)
-            for w in self._files.values():
-                if w.streaming:
-                    w.flush()
-
-        self._storage_step(b, flush)
+        self._storage_step(b, lambda: self._buffers().flush(b.current_write_id))
         self._stats.add("auto_flushes")
 
     def _storage_step(self, b: TransactionBatch, step: Callable[[], T]) -> T:
@@ -829,11 +774,8 @@ class StreamingConnection:
             ) from e
 
     def _fail_batch(self, b: TransactionBatch, reason: str) -> None:
-        self._drop_buffers()
-        for w in self._files.values():
-            w.abandon()
-        self._files.clear()
-        self._row_ids.clear()
+        if self._out is not None:
+            self._out.abandon()
         b.abort_remaining(reason)
         self._stats.add("aborted_transactions")
 
@@ -858,13 +800,14 @@ class StreamingConnection:
                 self._partition(_partition_values(p, self.table.partition_names))
             last = b.remaining == 0
 
+            out = self._buffers()
+
             def write_footers() -> list[tuple[AcidFileWriter, int]]:
-                self._drain(b)
                 if last:  # final footers, durable, side files deleted
-                    for w in self._files.values():
-                        w.close()
+                    out.drain(b.current_write_id)
+                    out.close()
                     return []
-                return [(w, w.write_footer()) for w in self._files.values()]
+                return out.write_footers(b.current_write_id)
 
             footers = self._storage_step(b, write_footers)
             # The files' fdatasyncs, then, inside the commit's DB transaction and before
@@ -891,9 +834,6 @@ class StreamingConnection:
                 if synced is not None:
                     futures.wait([synced.data])  # the files are the writer's again
             self._stats.add("committed_transactions")
-            if last:
-                self._files.clear()
-                self._row_ids.clear()
 
     def _start_sync(self, files: Sequence[AcidFileWriter]) -> Future[None]:
         """Start the files' data ``fdatasync``s for a commit.
@@ -949,16 +889,11 @@ class StreamingConnection:
 
     def _finish_batch(self, b: TransactionBatch) -> None:
         """Close the batch's files and abort its txns that were never committed."""
-        for w in list(self._files.values()):
-            try:
-                w.close()
-            except (OSError, AcidStreamError) as e:
-                # The final footer could not be written: keep the side file (it points at
-                # the last committed footer) instead of deleting it.
-                log.error("closing %s failed (left readable at its last commit): %s", w.path, e)
-                w.abandon()
-        self._files.clear()
-        self._row_ids.clear()
+        if self._out is not None:
+            # A file whose final footer cannot be written keeps its side file (it points
+            # at the last committed footer) instead of deleting it.
+            self._out.finish()
+            self._out = None
         aborted = b.close()
         self._stats.add("aborted_transactions", len(aborted))
 

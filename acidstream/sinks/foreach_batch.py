@@ -43,9 +43,9 @@ from acidstream.acid.errors import (
 )
 from acidstream.acid.partitions import discover_partitions
 from acidstream.acid.placement import Placement, TableLayout
-from acidstream.acid.row_keys import RowIdSequence
 from acidstream.acid.storage import Storage
 from acidstream.acid.table_name import TableName
+from acidstream.acid.table_writer import TableWriter, WriteTarget
 from acidstream.acid.writer import OrcWriterOptions
 from acidstream.txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
 from acidstream.txn.catalog import TableDef
@@ -214,6 +214,18 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
     if stmt >= 4096:
         raise ConfigError("more than 4096 tasks in one micro-batch: repartition to fewer")
     place = Placement(plan.table)
+    wids = plan.write_ids
+    # Every file is a streaming file of the whole batch, written under the task's own
+    # statement id; a file left by an earlier, failed attempt of this task is replaced:
+    # that attempt is dead (Spark retries only after a failure; speculation is refused by
+    # the driver).
+    out = TableWriter(
+        place,
+        target=WriteTarget(min_write_id=wids[0], max_write_id=wids[-1], statement_id=stmt),
+        options=plan.options.orc,
+        streaming=True,
+        replace_files=True,
+    )
     bound = _record_writer(plan.options).bind(
         place.schema, partition_columns=plan.table.partition_keys
     )
@@ -225,7 +237,6 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
             source=plan.source,
             file_name=f"write_{plan.write_ids[0]:07d}_task_{stmt:04d}_{attempt}.jsonl",
         )
-    tables: dict[tuple[str, int], list[pa.Table]] = {}
     offsets: dict[str, dict[str, int]] = {}
     bad = 0
     for batch in batches:
@@ -260,8 +271,7 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
                 except SerializationError as e:
                     rejected.extend((i, e) for i in enc.good_indices.take(rows).to_pylist())
         for part, t in groups:
-            for bucket, rows in place.bucket_groups(t):
-                tables.setdefault((part, bucket), []).append(rows)
+            out.add_arrow(part, t, nbytes=0)  # the task keeps its rows until the end
         for i, err in sorted(rejected, key=lambda r: r[0]):
             bad += 1
             pos = positions[where[i]] if positions is not None else ""
@@ -278,25 +288,12 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
         dead.close()
         dl_path = dead.path if dead.count else ""
     out_rows: list[dict[str, Any]] = []
-    wids = plan.write_ids
-    files: list[tuple[str, int, str, pa.Table, RowIdSequence]] = []
-    for (part, bucket), parts in sorted(tables.items(), key=lambda kv: kv[0]):
-        # A list-bucketed partition: one file per list-bucketing directory, numbered
-        # together so ROW__IDs stay unique per (write id, bucket).
-        seq = RowIdSequence()
-        files += [
-            (part, bucket, lb, t, seq) for lb, t in place.lb_groups(part, pa.concat_tables(parts))
-        ]
-    for part, bucket, lb, rows, seq in files:
-        path = place.bucket_file(part, wids[0], wids[-1], stmt, bucket, lb)
-        # A file left by an earlier, failed attempt of this task: that attempt is dead
-        # (Spark retries only after a failure; speculation is refused by the driver).
-        place.storage.delete(path)
-        place.storage.delete(layout.side_file_name(path))
-        w = place.insert_writer(
-            part, bucket, min_write_id=wids[0], max_write_id=wids[-1], statement_id=stmt,
-            streaming=True, options=opts.orc, lb_dir=lb, row_ids=seq,
-        )  # fmt: skip
+    # One file per (partition, bucket[, list-bucketing directory]), opened one at a time;
+    # the files of a bucket in list-bucketing directories share one rowId numbering, so
+    # ROW__IDs stay unique per (write id, bucket).
+    for (part, bucket, lb), rows in out.buffered_files():
+        w = out.file(part, bucket, lb)
+        path = w.path
         try:
             share, extra = divmod(rows.num_rows, len(wids))
             start = 0
