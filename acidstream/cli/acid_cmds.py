@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from acidstream.acid.errors import AcidFormatError, ConfigError, TableNotFoundError
+from acidstream.acid.layout import ParsedDelta, parse_dir_name
 from acidstream.cli.output import print_table
 
 if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI starts
@@ -374,7 +375,9 @@ def _cmd_ls(args: argparse.Namespace) -> int:
         for d in st.deltas:
             kind = "delete_delta" if d.is_delete else "delta"
             side = [f"{f.name}@{f.logical_length}" for f in d.files if f.logical_length != f.length]
-            detail = f"{len(d.files)} files" + (", raw" if d.is_raw else "")
+            detail = ", ".join(
+                x for x in (f"{len(d.files)} files", _statement(d.name), d.is_raw and "raw") if x
+            )
             if side:
                 detail += ", flush lengths " + " ".join(side)
             rows.append([rel, kind, d.name, detail])
@@ -391,12 +394,22 @@ def _cmd_ls(args: argparse.Namespace) -> int:
                 ]
             )
         for p in st.obsolete:
-            rows.append([rel, "obsolete", os.path.relpath(p, part.path), ""])
+            rows.append([rel, "obsolete", os.path.relpath(p, part.path), _statement(p)])
         for p in st.aborted:
-            rows.append([rel, "aborted", os.path.relpath(p, part.path), ""])
+            rows.append([rel, "aborted", os.path.relpath(p, part.path), _statement(p)])
     print_table(header, rows, sys.stdout)
     _warn_no_snapshot(args)
     return 0
+
+
+def _statement(path: str) -> str:
+    """``statement S`` for a ``[delete_]delta_W_W_SSSS`` directory: which statement of its
+    txn wrote it (a MERGE's clauses, an UPDATE's two halves); ``""`` for names without a
+    statement id (streaming and compacted deltas, bases)."""
+    parsed = parse_dir_name(path.rstrip("/").rsplit("/", 1)[-1])
+    if isinstance(parsed, ParsedDelta) and parsed.statement_id >= 0:
+        return f"statement {parsed.statement_id}"
+    return ""
 
 
 def _lb_rows(rel: str, d: AcidDir, sel: LbSelection | None, where: bool) -> list[list[str]]:
