@@ -18,44 +18,43 @@ itself must do the same (``pc.fill_null(mask, False)``), never ``pc.invert`` a r
 
 A pure library (format layer): imports only pyarrow, sqlglot and ``acidstream.acid``; it
 runs wherever the mutation runs (the Python process, or the Spark driver that checks the
-text before planning).
+text before planning). The text is parsed in ``acid/sql_text.py`` (which also splits
+``c = expr`` assignments); Hive's type rules are ``acid/sql_types.py``.
 """
 
 from __future__ import annotations
 
 import decimal
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
-import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.tokens import TokenType
 
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.schema import parse_hive_type
+from acidstream.acid.sql_text import DIALECT, parse_assignments, parse_expression, render
+from acidstream.acid.sql_types import (
+    CASTABLE,
+    INT_DIGITS,
+    INT_ORDER,
+    common_numeric,
+    hive_name,
+    is_integer,
+    parses_from_string,
+    widens,
+)
 from acidstream.acid.timestamps import DEFAULT_TIMESTAMP_UNIT
 
 __all__ = ["compile_predicate", "compile_value", "parse_assignments"]
 
-_DIALECT = "hive"
 _NULL = pa.null()
 _BOOL = pa.bool_()
-_INT_DIGITS = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 19}
-_INT_ORDER = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
-# CAST may target these Hive types only: complex types have no SQL literal here and no use
-# in a predicate or a SET expression of a primitive column.
-_CASTABLE = {
-    "boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
-    "string", "varchar", "char", "binary", "date", "timestamp",
-}  # fmt: skip
 _INT_TEXT = re.compile(r"^\d+$")
-_WORD = re.compile(r"^[A-Za-z_]\w*$")
 _DECIMAL_TEXT = re.compile(r"^(\d*)\.(\d*)$")
 
 
@@ -75,38 +74,6 @@ class _Node:
 
 def _const(value: pa.Scalar) -> _Node:
     return _Node(pc.scalar(value), value.type, value)
-
-
-def _sql(node: exp.Expr) -> str:
-    return node.sql(dialect=_DIALECT)
-
-
-def _parse(text: str, what: str) -> exp.Expr:
-    """One expression parsed from ``text``; a syntax error is one line of sqlglot's."""
-    if not isinstance(text, str):
-        raise ConfigError(f"{what} must be SQL text (a str), not {type(text).__name__}")
-    try:
-        trees = sqlglot.parse(text, read=_DIALECT)
-    except sqlglot.errors.ParseError as e:
-        first = e.errors[0] if e.errors else {}
-        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
-        desc = first.get("description") or str(e).splitlines()[0]
-        raise ConfigError(f"syntax error in {what} {text!r}{where}: {desc}") from e
-    except sqlglot.errors.SqlglotError as e:
-        raise ConfigError(f"syntax error in {what} {text!r}: {str(e).splitlines()[0]}") from e
-    trees = [t for t in trees if t is not None]
-    if not trees:
-        raise ConfigError(f"{what} is empty: expected a SQL expression")
-    if len(trees) > 1:
-        raise ConfigError(f"{what} {text!r} holds {len(trees)} statements: expected one expression")
-    tree = trees[0]
-    assert tree is not None
-    if isinstance(tree, exp.Alias):
-        # sqlglot reads "a = 1 junk" as "a = 1 AS junk": in an expression that is junk.
-        raise ConfigError(
-            f"syntax error in {what} {text!r}: unexpected {tree.alias!r} after {_sql(tree.this)!r}"
-        )
-    return tree
 
 
 class _Compiler:
@@ -151,7 +118,7 @@ class _Compiler:
             return self._project(self.empty, expr).type
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
             msg = str(e).strip().splitlines()[0]
-            raise ConfigError(f"type error in {_sql(node)!r} (in {self.text!r}): {msg}") from e
+            raise ConfigError(f"type error in {render(node)!r} (in {self.text!r}): {msg}") from e
 
     def fold(self, expr: pc.Expression) -> pa.Scalar:
         """The value of a constant expression (raises Arrow's error)."""
@@ -185,7 +152,7 @@ class _Compiler:
             return _const(pa.scalar(None, _BOOL))
         if n.type != _BOOL:
             raise ConfigError(
-                f"{role} {_sql(node)!r} (in {self.text!r}) is {_hive_name(n.type)}, not boolean"
+                f"{role} {render(node)!r} (in {self.text!r}) is {hive_name(n.type)}, not boolean"
             )
         return n
 
@@ -200,7 +167,7 @@ class _Compiler:
             if alias.lower() not in self.qualifiers:
                 known = ", ".join(sorted(self.qualifiers)) or "none (write the bare column name)"
                 raise ConfigError(
-                    f"unknown table alias {alias!r} in {_sql(node)!r} (in {self.text!r}); "
+                    f"unknown table alias {alias!r} in {render(node)!r} (in {self.text!r}); "
                     f"aliases: {known}"
                 )
             prefixes = [self.qualifiers[alias.lower()]]
@@ -212,7 +179,7 @@ class _Compiler:
         if not hits:
             listed = sorted({c for p in prefixes for c in self.columns[p]})
             raise ConfigError(
-                f"unknown column {_sql(node)!r} in {self.text!r}; the columns are: "
+                f"unknown column {render(node)!r} in {self.text!r}; the columns are: "
                 f"{', '.join(listed) or '(none)'}"
             )
         if len(hits) > 1:
@@ -265,12 +232,12 @@ class _Compiler:
     # -- types ------------------------------------------------------------------------
 
     def arrow_type(self, node: exp.DataType) -> pa.DataType:
-        hive = node.sql(dialect=_DIALECT)
+        hive = node.sql(dialect=DIALECT)
         try:
             ht = parse_hive_type(hive.lower())
         except ConfigError as e:
             raise _unsupported(node, f"type {hive}") from e
-        if ht.kind not in _CASTABLE:
+        if ht.kind not in CASTABLE:
             raise _unsupported(node, f"type {hive}")
         return ht.to_arrow(timestamp_unit=self.ts_unit)
 
@@ -278,7 +245,7 @@ class _Compiler:
         target = self.arrow_type(node.to)
         inner = self.compile(node.this)
         expr = inner.expr
-        if _is_integer(target) and (
+        if is_integer(target) and (
             pa.types.is_floating(inner.type) or pa.types.is_decimal(inner.type)
         ):
             expr = pc.trunc(expr)  # Hive's CAST(1.9 AS INT) is 1: truncate, then a checked cast
@@ -292,7 +259,7 @@ class _Compiler:
                     return _const(pa.scalar(None, target))
                 # A typed literal (DATE '2020-13-01') that does not parse is an error.
                 raise ConfigError(
-                    f"{_sql(node)!r} (in {self.text!r}) is not a valid {_hive_name(target)}: "
+                    f"{render(node)!r} (in {self.text!r}) is not a valid {hive_name(target)}: "
                     f"{str(e).splitlines()[0]}"
                 ) from e
         return self.node(expr, node)
@@ -317,7 +284,7 @@ class _Compiler:
                     if n.const
                     else self.node(n.expr.cast(anchor), sql)
                 )
-            elif _is_string_const(n) and _parses_from_string(anchor):
+            elif _is_string_const(n) and parses_from_string(anchor):
                 out.append(self._parse_literal(n, anchor, sql))
             elif pa.types.is_date(n.type) and pa.types.is_timestamp(anchor):
                 out.append(_Node(n.expr.cast(anchor), anchor))
@@ -326,7 +293,7 @@ class _Compiler:
         # Arrow compares a decimal with an integer or another decimal through a decimal
         # that may be too narrow (and fails): bring the numbers to one type that holds all.
         if any(pa.types.is_decimal(n.type) for n in out):
-            target = _common_numeric([n.type for n in out if n.type != _NULL])
+            target = common_numeric([n.type for n in out if n.type != _NULL])
             if target is not None:
                 out = [self.cast_to(n, target) for n in out]
         return out
@@ -343,7 +310,7 @@ class _Compiler:
         nodes = self.unify(nodes, sql)
         if all(n.type == _NULL for n in nodes):
             return nodes
-        target = _common_numeric([n.type for n in nodes if n.type != _NULL])
+        target = common_numeric([n.type for n in nodes if n.type != _NULL])
         if target is None:
             target = self.bind(pc.coalesce(*[n.expr for n in nodes]), sql)
         return [
@@ -359,8 +326,8 @@ class _Compiler:
             return _const(n.value.cast(target))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise ConfigError(
-                f"{n.value.as_py()!r} in {_sql(sql)!r} (in {self.text!r}) is not a "
-                f"{_hive_name(target)}: {str(e).splitlines()[0]}"
+                f"{n.value.as_py()!r} in {render(sql)!r} (in {self.text!r}) is not a "
+                f"{hive_name(target)}: {str(e).splitlines()[0]}"
             ) from e
 
     # -- predicates -------------------------------------------------------------------
@@ -444,7 +411,7 @@ class _Compiler:
             b = self.boolean(node.this, "IS operand")
             expr = b.expr if what.this else pc.invert(b.expr)
             return self.node(pc.coalesce(expr, False), node)
-        raise _unsupported(node, "IS " + _sql(what))
+        raise _unsupported(node, "IS " + render(what))
 
     def like(self, node: exp.Like) -> _Node:
         x = self.compile(node.this)
@@ -479,15 +446,15 @@ class _Compiler:
             # Hive: decimal with double is double (Arrow may instead cast the double to a
             # narrow decimal and fail on the data).
             return self.cast_to(a, pa.float64()), self.cast_to(b, pa.float64())
-        if _is_integer(a.type) and _is_integer(b.type) and a.type != b.type:
+        if is_integer(a.type) and is_integer(b.type) and a.type != b.type:
             # Hive: tinyint + int is int. Arrow would cast the literal 1 in "ti + 1" down
             # to the column's int8 and overflow where Hive does not.
-            wider = max(a.type, b.type, key=_INT_ORDER.index)
+            wider = max(a.type, b.type, key=INT_ORDER.index)
             return self.cast_to(a, wider), self.cast_to(b, wider)
-        if pa.types.is_decimal(a.type) and _is_integer(b.type):
-            b = self.cast_to(b, pa.decimal128(_INT_DIGITS[b.type], 0))
-        elif pa.types.is_decimal(b.type) and _is_integer(a.type):
-            a = self.cast_to(a, pa.decimal128(_INT_DIGITS[a.type], 0))
+        if pa.types.is_decimal(a.type) and is_integer(b.type):
+            b = self.cast_to(b, pa.decimal128(INT_DIGITS[b.type], 0))
+        elif pa.types.is_decimal(b.type) and is_integer(a.type):
+            a = self.cast_to(a, pa.decimal128(INT_DIGITS[a.type], 0))
         return a, b
 
     def _nonzero(self, b: _Node) -> pc.Expression:
@@ -499,7 +466,7 @@ class _Compiler:
     def div(self, node: exp.Div) -> _Node:
         a, b = self.numeric_operands(self.compile(node.this), self.compile(node.expression))
         ea, eb = a.expr, b.expr
-        if _is_integer(a.type) and _is_integer(b.type):
+        if is_integer(a.type) and is_integer(b.type):
             # Hive's "/" of two integers is a DOUBLE ("div" is integer division).
             ea, eb = ea.cast(pa.float64()), eb.cast(pa.float64())
             b = _Node(eb, pa.float64())
@@ -517,7 +484,7 @@ class _Compiler:
             try:
                 return _const(self.fold(expr))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise ConfigError(f"{_sql(node)!r} in {self.text!r}: {e}") from e
+                raise ConfigError(f"{render(node)!r} in {self.text!r}: {e}") from e
         return self.node(expr, node)
 
     # -- conditionals -----------------------------------------------------------------
@@ -600,7 +567,7 @@ class _Compiler:
         if node is None:
             return default
         n = self.compile(node)
-        if not (n.const and _is_integer(n.type) and n.value is not None and n.value.is_valid):
+        if not (n.const and is_integer(n.type) and n.value is not None and n.value.is_valid):
             raise _unsupported(node, f"{role} that is not an integer literal")
         return int(n.value.as_py())
 
@@ -658,26 +625,26 @@ class _Compiler:
             return n.expr
         if src == _NULL:
             return pc.scalar(pa.scalar(None, target)) if n.const else n.expr.cast(target)
-        what = f"SET value {_sql(sql)!r} (in {self.text!r})"
+        what = f"SET value {render(sql)!r} (in {self.text!r})"
         if n.const and n.value is not None:
-            if _is_string_const(n) and not _parses_from_string(target):
+            if _is_string_const(n) and not parses_from_string(target):
                 raise ConfigError(
-                    f"{what} is a string; the column is {_hive_name(target)}: write CAST(... AS "
-                    f"{_hive_name(target)}) if that is meant"
+                    f"{what} is a string; the column is {hive_name(target)}: write CAST(... AS "
+                    f"{hive_name(target)}) if that is meant"
                 )
             try:
                 return pc.scalar(n.value.cast(target))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                 raise ConfigError(
-                    f"{what} does not fit the column's type {_hive_name(target)}: "
+                    f"{what} does not fit the column's type {hive_name(target)}: "
                     f"{str(e).splitlines()[0]}"
                 ) from e
-        if _widens(src, target):
+        if widens(src, target):
             return n.expr.cast(target)
         raise ConfigError(
-            f"{what} is {_hive_name(src)}; converting it to the column's type "
-            f"{_hive_name(target)} could lose information or is impossible: write an explicit "
-            f"CAST(... AS {_hive_name(target)})"
+            f"{what} is {hive_name(src)}; converting it to the column's type "
+            f"{hive_name(target)} could lose information or is impossible: write an explicit "
+            f"CAST(... AS {hive_name(target)})"
         )
 
 
@@ -689,90 +656,15 @@ def _unsupported(node: exp.Expr, name: str | None = None) -> ConfigError:
             name = f"function {node.sql_name()}"
         else:
             name = node.key.upper()
-    return ConfigError(f"{_sql(node)!r} is not supported in acidstream's SQL: {name}")
-
-
-def _is_integer(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t)
+    return ConfigError(f"{render(node)!r} is not supported in acidstream's SQL: {name}")
 
 
 def _is_string_const(n: _Node) -> bool:
     return n.const and n.type == pa.string()
 
 
-def _parses_from_string(t: pa.DataType) -> bool:
-    """The types a string literal converts to implicitly (Hive: DATE, TIMESTAMP, DECIMAL)."""
-    return (
-        pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_decimal(t)
-        or t == pa.string()
-    )
-
-
 def _cast_value(value: pa.Scalar | None, t: pa.DataType) -> pa.Scalar | None:
     return None if value is None else value.cast(t)
-
-
-def _common_numeric(types: list[pa.DataType]) -> pa.DataType | None:
-    """The one type that holds every value of ``types`` when they are all numbers (Arrow's
-    own promotion of int with decimal keeps the decimal's precision and then overflows);
-    ``None`` when they are not all numbers."""
-    if not types or not all(
-        _is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) for t in types
-    ):
-        return None
-    if any(pa.types.is_floating(t) for t in types):
-        return pa.float32() if all(t == pa.float32() for t in types) else pa.float64()
-    decimals = [t for t in types if pa.types.is_decimal(t)]
-    if not decimals:
-        return max(types, key=_INT_ORDER.index)
-    scale = max(t.scale for t in decimals)
-    whole = max(
-        [t.precision - t.scale for t in decimals]
-        + [_INT_DIGITS[t] for t in types if _is_integer(t)]
-    )
-    return pa.decimal128(min(whole + scale, 38), scale)
-
-
-def _widens(src: pa.DataType, dst: pa.DataType) -> bool:
-    """Hive's implicit conversions that keep every value (or, for floating targets and
-    decimal -> double, the ones Hive itself applies without a CAST)."""
-    if _is_integer(src):
-        if _is_integer(dst):
-            return _INT_ORDER.index(src) <= _INT_ORDER.index(dst)
-        if pa.types.is_floating(dst):
-            return True
-        if pa.types.is_decimal(dst):
-            return bool(dst.precision - dst.scale >= _INT_DIGITS[src])
-    if pa.types.is_floating(src):
-        return dst == pa.float64()
-    if pa.types.is_decimal(src):
-        if pa.types.is_decimal(dst):
-            return bool(
-                dst.scale >= src.scale and dst.precision - dst.scale >= src.precision - src.scale
-            )
-        return dst == pa.float64()
-    if pa.types.is_date(src):
-        return pa.types.is_timestamp(dst)
-    if pa.types.is_timestamp(src):
-        return pa.types.is_timestamp(dst)
-    return False
-
-
-def _hive_name(t: pa.DataType) -> str:
-    names = {
-        pa.bool_(): "boolean", pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int",
-        pa.int64(): "bigint", pa.float32(): "float", pa.float64(): "double",
-        pa.string(): "string", pa.binary(): "binary", pa.date32(): "date", pa.null(): "NULL",
-    }  # fmt: skip
-    if t in names:
-        return names[t]
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    return str(t)
 
 
 _COMPARISONS: dict[type[exp.Expr], Callable[..., pc.Expression]] = {
@@ -841,13 +733,13 @@ def compile_predicate(
     caller filters with it (NULL is not selected). Every error is a ``ConfigError`` raised
     here, before anything runs.
     """
-    tree = _parse(text, "predicate")
+    tree = parse_expression(text, "predicate")
     c = _Compiler(schema, text, qualifiers, default_qualifier)
     n = c.compile(tree)
     if n.type == _NULL:
         return pc.scalar(pa.scalar(None, _BOOL))
     if n.type != _BOOL:
-        raise ConfigError(f"predicate {text!r} is {_hive_name(n.type)}, not boolean")
+        raise ConfigError(f"predicate {text!r} is {hive_name(n.type)}, not boolean")
     return n.expr
 
 
@@ -863,7 +755,7 @@ def compile_value(
     column's type ``target``: Hive's implicit conversions where nothing is lost (int ->
     bigint, decimal or double; a string literal -> date, timestamp or decimal; a literal
     whose value fits a narrower type); anything lossy or impossible is a ``ConfigError``."""
-    tree = _parse(text, "SET expression")
+    tree = parse_expression(text, "SET expression")
     c = _Compiler(schema, text, qualifiers, default_qualifier)
     n = c.compile(tree)
     expr = c.assign(n, target, tree)
@@ -871,49 +763,3 @@ def compile_value(
     if got != target:  # a bug here, not the user's: say so rather than write a wrong type
         raise ConfigError(f"SET value {text!r} compiled to {got}, not {target}")
     return expr
-
-
-def parse_assignments(items: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
-    """``{"column": "SQL expression"}`` from ``"c = expr"`` strings (the CLI's ``--set``)
-    or a mapping (the Python API's ``set=``). The split is sqlglot's tokenizer's first
-    top-level ``=``, so ``c = 'a=b'`` is one assignment; each expression is parsed now (a
-    syntax error is a ``ConfigError``); names are lower-cased; that they are columns of
-    the table is checked later, against its schema."""
-    pairs: list[tuple[str, str]] = []
-    if isinstance(items, Mapping):
-        for key, value in items.items():
-            if not isinstance(key, str) or not key.strip():
-                raise ConfigError(f"SET column name {key!r} must be a non-empty string")
-            pairs.append((key.strip(), value))
-    else:
-        if isinstance(items, str):
-            raise ConfigError("SET assignments are a sequence of 'c = expr' strings, not one str")
-        for item in items:
-            pairs.append(_split_assignment(item))
-    out: dict[str, str] = {}
-    for key, value in pairs:
-        _parse(value, f"SET expression for {key!r}")
-        name = key.lower()
-        if name in out:
-            raise ConfigError(f"column {name!r} is set twice")
-        out[name] = value.strip()
-    return out
-
-
-def _split_assignment(item: str) -> tuple[str, str]:
-    if not isinstance(item, str):
-        raise ConfigError(f"SET assignment must be a 'c = expr' string, not {type(item).__name__}")
-    try:
-        tokens = Dialect.get_or_raise(_DIALECT).tokenize(item)
-    except sqlglot.errors.SqlglotError as e:
-        raise ConfigError(
-            f"syntax error in SET assignment {item!r}: {str(e).splitlines()[0]}"
-        ) from e
-    if (
-        len(tokens) < 3
-        # A column may be named like a keyword (date, timestamp): any word is a name.
-        or not (tokens[0].token_type == TokenType.IDENTIFIER or _WORD.match(tokens[0].text))
-        or tokens[1].text != "="  # Hive also reads "==" as equality; not here
-    ):
-        raise ConfigError(f"SET assignment {item!r} is not of the form 'column = expression'")
-    return tokens[0].text, item[tokens[1].end + 1 :]
