@@ -15,22 +15,19 @@ making each commit durable behind intermediate ORC footers whose lengths go to t
 from __future__ import annotations
 
 import getpass
-import heapq
 import logging
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 
-from acidstream.acid import layout
 from acidstream.acid.errors import (
     AcidStreamError,
     ConfigError,
@@ -45,13 +42,15 @@ from acidstream.acid.placement import Placement, TableLayout
 from acidstream.acid.schema import TableSchema
 from acidstream.acid.table_name import TableName
 from acidstream.acid.table_writer import TableWriter, WriteTarget
-from acidstream.acid.writer import AcidFileWriter, OrcWriterOptions
+from acidstream.acid.writer import AcidFileWriter
 from acidstream.ingest.dead_letter import DeadLetterWriter
 from acidstream.ingest.parse_ahead import AheadParser, ParsedBlock, parse_stream
 from acidstream.ingest.record_writers import BoundRecordWriter, RecordWriter
 from acidstream.ingest.static_partition import canonical_partition_values, static_partition_values
 from acidstream.ingest.stats import ConnectionStats, StatsCounter
-from acidstream.txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
+from acidstream.ingest.streaming_options import BlockResult, StreamingOptions
+from acidstream.ingest.write_many import WriteManyReplay
+from acidstream.txn.batch import TransactionBatch
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.heartbeat import Heartbeater
@@ -66,69 +65,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, kw_only=True)
-class StreamingOptions:
-    """Connection settings, parsed once.
-
-    Attributes:
-        txns_per_batch: txns per transaction batch (Hive's default 1; at most 1000).
-        heartbeat_interval_s: heartbeat at least this often (it can only shorten the
-            interval, never stretch it past half the metastore's timeout, which is the
-            metastore's setting: ``acidstream config set txn_timeout_s S``).
-        memory_limit_bytes: buffered record bytes that trigger an auto-flush (rows handed to
-            the ORC writers and, in a multi-txn batch, an intermediate footer) without commit.
-        statement_id: Hive's ``withStatementId``; -1 writes directories without ``_stmt``.
-        orc: ORC writer settings.
-        dead_letter_path: a directory: records that fail conversion go to a JSON-lines file
-            of this connection in it (with the reason) instead of raising
-            ``SerializationError`` (``acidstream.ingest.dead_letter``).
-        lock_wait_s: how long ``begin_transaction`` waits for the table lock.
-        housekeeping_interval_s: run the housekeeper (``acidstream.txn.housekeeper``: abort txns
-            of dead writers whose heartbeat is older than the metastore's txn timeout, purge
-            what Hive purges) on its own thread every this many seconds while the
-            connection is open; ``None``: not in this process.
-        user, host, agent_info: recorded with txns and locks.
-        namespace: the namespace the connection is bound to (``docs/namespaces.md``):
-            ``table`` is then ``T`` or ``<namespace>.T``; links and other namespaces' tables
-            are refused.
-    """
-
-    txns_per_batch: int = 1
-    heartbeat_interval_s: float | None = None
-    memory_limit_bytes: int = 100 * 1024 * 1024
-    statement_id: int = -1
-    orc: OrcWriterOptions = field(default_factory=OrcWriterOptions)
-    dead_letter_path: str | None = None
-    lock_wait_s: float = 60.0
-    housekeeping_interval_s: float | None = 60.0
-    user: str = ""
-    host: str = ""
-    agent_info: str = ""
-    namespace: str | None = None
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.txns_per_batch <= MAX_TXNS_PER_BATCH:
-            raise ConfigError(f"txns_per_batch must be 1..{MAX_TXNS_PER_BATCH}")
-        if self.heartbeat_interval_s is not None and self.heartbeat_interval_s <= 0:
-            raise ConfigError("heartbeat_interval_s must be > 0")
-        if self.memory_limit_bytes <= 0:
-            raise ConfigError("memory_limit_bytes must be > 0")
-        if self.housekeeping_interval_s is not None and self.housekeeping_interval_s <= 0:
-            raise ConfigError("housekeeping_interval_s must be > 0 (or None)")
-        if not -1 <= self.statement_id < layout.MAX_STATEMENTS_PER_TXN:
-            raise ConfigError("statement_id must be in [-1, 10000)")
-
-
-@dataclass(frozen=True)
-class BlockResult:
-    """What ``write_block`` did: how many records were accepted, and each rejected one
-    (its index in the block and the error it got)."""
-
-    accepted: int
-    rejected: tuple[tuple[int, SerializationError], ...] = ()
-
-
-class StreamingConnection:
+class StreamingConnection(WriteManyReplay):
     """Streams records into one transactional table (Hive's ``HiveStreamingConnection``).
 
     Use it as a context manager, or call ``close()``: closing aborts any txn of the batch
@@ -431,123 +368,6 @@ class StreamingConnection:
             self._reject(records[-1], e)  # counted; never a dead letter
             raise e
         return self._write_many_block(records)
-
-    def _write_many_block(self, records: Sequence[bytes]) -> int:
-        """Write records (all bytes) parsed in one ``encode_block``, replaying in record
-        order what ``write`` does with each one: a rejected record is counted and dead-
-        lettered (or raises), the first record of a partition registers it (which may
-        reject it), and the good records between such events are buffered as Arrow
-        slices, cut where ``write`` would auto-flush. Returns the records written."""
-        if not records:
-            return 0
-        enc = self._writer.encode_block(records)
-        good = enc.good_indices.to_numpy(zero_copy_only=False)
-        errors = dict(enc.rejected)
-        # The partition (group) of each good row, and each group's first record.
-        values: list[tuple[str | None, ...]] = []
-        gid = np.zeros(len(good), np.int64)
-        members: list[np.ndarray] = []  # each group's record indices
-        events: list[tuple[int, int, int]] = [(i, _REJECTED, 0) for i in errors]
-        if len(good):
-            if self._dynamic and enc.partitions is not None:
-                for k, (v, rows) in enumerate(self._place.partition_groups(enc.partitions)):
-                    at = rows.to_numpy(zero_copy_only=False)  # rows of ``enc.table``
-                    gid[at] = k
-                    values.append(v)
-                    members.append(good[at])
-            else:
-                values.append(self._static if self._static is not None else ())
-                members.append(good)
-            events.extend((int(m.min()), _FIRST, k) for k, m in enumerate(members))
-        heapq.heapify(events)
-        names: dict[int, str] = {}
-        written, pos = 0, 0
-        while True:
-            nxt = events[0][0] if events else len(records)
-            if nxt > pos:  # good records of known partitions
-                written += self._buffer_many(good, gid, names, records, pos, nxt, enc.table)
-            if not events:
-                return written
-            i, kind, k = heapq.heappop(events)
-            pos = i + 1
-            if kind == _REJECTED:
-                if not self._reject(records[i], errors[i]):
-                    raise errors[i]
-                continue
-            try:  # what write() does first with a good record: its partition
-                names[k] = self._partition(values[k])
-            except SerializationError as e:
-                if kind == _FIRST:  # each later record of the partition tries again
-                    events.extend((int(m), _RETRY, k) for m in members[k] if m != i)
-                    heapq.heapify(events)
-                if not self._reject(records[i], e):
-                    raise
-                continue
-            if kind == _FIRST:
-                pos = i  # buffered with the records after it
-            else:
-                written += self._buffer_many(good, gid, names, records, i, i + 1, enc.table)
-
-    def _buffer_many(
-        self,
-        good: np.ndarray,
-        gid: np.ndarray,
-        names: Mapping[int, str],
-        records: Sequence[bytes],
-        lo: int,
-        hi: int,
-        table: pa.Table,
-    ) -> int:
-        """Buffer records ``lo..hi-1`` of a ``write_many`` chunk (all good, their
-        partitions registered), counting them as ``write`` does, with an auto-flush
-        after each record at which ``write`` would flush."""
-        first = int(np.searchsorted(good, lo))  # their first row in ``table``
-        limit = self.options.memory_limit_bytes
-        n = hi - lo
-        total = sum(map(len, records[lo:hi]))
-        out = self._buffers()
-        if out.buffered_bytes + total < limit:  # no flush among them (the usual case)
-            self._buffer_rows_of_many(gid, names, table, first, n, total)
-            return n
-        cum = np.cumsum(np.fromiter(map(len, records[lo:hi]), np.int64, n))
-        start = 0
-        while start < n:
-            before = int(cum[start - 1]) if start else 0
-            # The first record after which the buffered bytes reach the limit.
-            stop = int(np.searchsorted(cum, limit - out.buffered_bytes + before)) + 1
-            end = min(stop, n)
-            nbytes = int(cum[end - 1]) - before
-            self._buffer_rows_of_many(gid, names, table, first + start, end - start, nbytes)
-            if stop <= n:
-                self._maybe_auto_flush()
-            start = end
-        return n
-
-    def _buffer_rows_of_many(
-        self,
-        gid: np.ndarray,
-        names: Mapping[int, str],
-        table: pa.Table,
-        offset: int,
-        length: int,
-        nbytes: int,
-    ) -> None:
-        """Buffer ``length`` rows of a ``write_many`` chunk's table from ``offset`` (their
-        records' bytes: ``nbytes``), each in its partition, in record order."""
-        rows = table.slice(offset, length)
-        groups = gid[offset : offset + length]
-        out = self._buffers()
-        if groups[0] == groups[-1] and (groups == groups[0]).all():
-            out.add_arrow(names[int(groups[0])], rows, nbytes=0)
-        else:
-            order = np.argsort(groups, kind="stable")
-            bounds = np.flatnonzero(np.diff(groups[order])) + 1
-            for take in np.split(order, bounds):
-                part = names[int(groups[take[0]])]
-                out.add_arrow(part, rows.take(pa.array(take)), nbytes=0)
-        out.count_bytes(nbytes)
-        self._stats.add("records_written", length)
-        self._stats.add("records_size", nbytes)
 
     def write_block(
         self, block: Sequence[bytes] | ParsedBlock, *, positions: Sequence[str] | None = None
@@ -973,9 +793,6 @@ _MANY_CHUNK_RECORDS = 10_000
 _MANY_CHUNK_BYTES = 8 * 1024 * 1024
 _MANY_PIECE = 1_000  # records drawn from the iterator at a time
 _BYTES_TYPES = {bytes, bytearray}
-# Events of a write_many chunk, in record order: a record the writer rejected, the first
-# record of a partition, a later record of a partition that refused its first.
-_REJECTED, _FIRST, _RETRY = 0, 1, 2
 
 
 def _next_chunk(it: Iterator[Any]) -> tuple[list[Any], bool, Exception | None]:
