@@ -43,7 +43,7 @@ from acidstream.mutation.ops import cast_to
 from acidstream.mutation.results import MergeResult
 from acidstream.mutation.run import MutationRun
 from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
-from acidstream.mutation.write import by_partition
+from acidstream.mutation.write import by_partition, old_buckets
 
 __all__ = [
     "MatchedDelete",
@@ -335,8 +335,11 @@ class MergePlan:
                         cols.append(cast_to(evaluate(sub, c.values[f.name]), f))
                     else:
                         cols.append(sub.column(qf.name))
+                keep = self._keeps_buckets(t, c.values)
                 run.files.insert_rows(
-                    pa.Table.from_arrays(cols, schema=self.target_schema), c.statement_id
+                    pa.Table.from_arrays(cols, schema=self.target_schema),
+                    c.statement_id,
+                    buckets=old_buckets(hit.column(ROW_ID_COLUMN)) if keep else None,
                 )
                 updated += hit.num_rows
         if self.not_matched:
@@ -385,6 +388,23 @@ class MergePlan:
             expr = e if expr is None else expr & e
         return expr
 
+    def _keeps_buckets(self, t: Target, values: Mapping[str, pc.Expression]) -> bool:
+        """Whether an UPDATE clause's new versions stay in their rows' buckets: each
+        bucketing column is left alone or set to the source key it was matched on (equal
+        by the join, so its hash is too)."""
+        tab = t.table
+        if tab.num_buckets <= 0 or not tab.bucket_cols:
+            return False
+        key_of = {tk: sk for sk, tk in self.keys}
+        for c in (x.lower() for x in tab.bucket_cols):
+            v = values.get(c)
+            if v is None:
+                continue
+            sk = key_of.get(c)
+            if sk is None or not v.equals(pc.field(f"{self.src_alias}.{sk}")):
+                return False
+        return True
+
     def _buckets(self, t: Target, skeys: pa.Table) -> list[int] | None:
         """The buckets the source keys hash to, when the table is bucketed on key columns
         (every bucketing column a key); ``None``: read every bucket."""
@@ -395,15 +415,20 @@ class MergePlan:
         if not set(bcols) <= set(skeys.column_names):
             return None
         types = dict(tab.schema.columns)
-        rows = zip(*(skeys.column(c).to_pylist() for c in bcols), strict=True)
-        found = set(
-            bucket_numbers(
-                rows,
-                [types[c] for c in bcols],
-                tab.num_buckets,
-                bucketing_version=tab.bucketing_version,
+        found: set[int] = set()
+        # Hashing is per row: stop as soon as every bucket is hit (then nothing is pruned).
+        for chunk in skeys.select(bcols).to_batches(max_chunksize=_HASH_CHUNK):
+            rows = zip(*(chunk.column(c).to_pylist() for c in bcols), strict=True)
+            found.update(
+                bucket_numbers(
+                    rows,
+                    [types[c] for c in bcols],
+                    tab.num_buckets,
+                    bucketing_version=tab.bucketing_version,
+                )
             )
-        )
+            if len(found) == tab.num_buckets:
+                return None
         return sorted(found)
 
     def _prefilter(self, skeys: pa.Table) -> pc.Expression | None:
@@ -418,6 +443,8 @@ class MergePlan:
             expr = e if expr is None else expr & e
         return expr
 
+
+_HASH_CHUNK = 256
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -20,7 +20,7 @@ from acidstream.mutation.expressions import Expr, compile_predicate, compile_val
 from acidstream.mutation.results import MutationResult
 from acidstream.mutation.run import MutationRun
 from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
-from acidstream.mutation.write import by_partition
+from acidstream.mutation.write import by_partition, old_buckets
 
 __all__ = ["DELETE_STATEMENT", "UPDATE_STATEMENT", "DeletePlan", "UpdatePlan", "new_versions"]
 
@@ -77,10 +77,22 @@ class UpdatePlan:
         rows = read_rows(t, t.prune(t.partitions(), self.where), where=self.where)
         for part, group in by_partition(t, rows):
             run.files.delete_events(part, group.column(ROW_ID_COLUMN), UPDATE_STATEMENT)
+        keep = _keeps_buckets(t, self.values)
         run.files.insert_rows(
-            new_versions(t, rows.drop_columns([ROW_ID_COLUMN]), self.values), UPDATE_STATEMENT
+            new_versions(t, rows.drop_columns([ROW_ID_COLUMN]), self.values),
+            UPDATE_STATEMENT,
+            buckets=old_buckets(rows.column(ROW_ID_COLUMN)) if keep else None,
         )
         return MutationResult(rows_updated=rows.num_rows, write_id=run.write_id)
+
+
+def _keeps_buckets(target: Target, values: Mapping[str, pc.Expression]) -> bool:
+    """Whether new versions stay in their rows' buckets: a bucketed table whose bucketing
+    columns the UPDATE does not set (hashing them again would give the same bucket)."""
+    tab = target.table
+    if tab.num_buckets <= 0 or not tab.bucket_cols:
+        return False
+    return not {c.lower() for c in tab.bucket_cols} & {k.lower() for k in values}
 
 
 def new_versions(target: Target, rows: pa.Table, values: Mapping[str, pc.Expression]) -> pa.Table:

@@ -29,7 +29,7 @@ from acidstream.acid.file_writer import DELETE_OP, AcidFileWriter
 from acidstream.acid.row_keys import RowIdSequence
 from acidstream.mutation.target import Target
 
-__all__ = ["MutationFiles", "by_partition"]
+__all__ = ["MutationFiles", "by_partition", "old_buckets"]
 
 
 @dataclass
@@ -92,27 +92,41 @@ class MutationFiles:
                 )
         return n
 
-    def insert_rows(self, rows: pa.Table, statement_id: int) -> int:
+    def insert_rows(
+        self, rows: pa.Table, statement_id: int, *, buckets: pa.Array | None = None
+    ) -> int:
         """Write ``rows`` (the table's data columns in order, then its partition columns
         as strings, as :attr:`Target.schema`) as insert events of this write id. Returns
-        the number of rows."""
+        the number of rows.
+
+        ``buckets``: each row's bucket when the caller knows it (an updated row whose
+        bucketing columns did not change stays in its bucket: the writer id of its old
+        ROW__ID); ``None``: Hive's hash of the bucketing columns decides."""
         if rows.num_rows == 0:
             return 0
         t = self.target
         pl = t.placement
         ndata = len(t.table.schema.columns)
-        pnames = list(t.partition_names)
+        if buckets is not None:
+            rows = rows.append_column("__bucket", buckets)
         groups: list[tuple[str, pa.Table]]
-        if pnames:
-            ptab = rows.select(pnames)
-            groups = []
-            for values, idx in pl.partition_groups(ptab):
-                part = pl.partition_dir(list(values))
-                groups.append((part, rows.take(idx).select(list(range(ndata)))))
+        if t.partition_names:
+            groups = [
+                (pl.partition_dir(list(values)), rows.take(idx))
+                for values, idx in pl.partition_groups(rows.select(list(t.partition_names)))
+            ]
         else:
-            groups = [("", rows.select(list(range(ndata))))]
-        for part, data in groups:
-            for bucket, bdata in pl.bucket_groups(data):
+            groups = [("", rows)]
+        for part, prows in groups:
+            data = prows.select(list(range(ndata)))
+            if buckets is None:
+                by_bucket = pl.bucket_groups(data)
+            else:
+                b = prows.column("__bucket")
+                by_bucket = [
+                    (int(n), data.filter(pc.equal(b, n))) for n in pc.unique(b).to_pylist()
+                ]
+            for bucket, bdata in sorted(by_bucket, key=lambda g: g[0]):
                 seq = RowIdSequence()
                 for lb_dir, ldata in pl.lb_groups(part, bdata):
                     w = pl.insert_writer(
@@ -144,6 +158,12 @@ class MutationFiles:
                     st.delete(p)
             except OSError:
                 pass
+
+
+def old_buckets(row_ids: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The writer id (bucket) of each ROW__ID's bucket property (BucketCodec V1)."""
+    b = pc.struct_field(row_ids, "bucketid")
+    return pc.shift_right(pc.bit_wise_and(b, 0x0FFF0000), 16)
 
 
 def by_partition(target: Target, rows: pa.Table) -> list[tuple[str, pa.Table]]:
