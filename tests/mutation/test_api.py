@@ -14,7 +14,7 @@ import pytest
 
 import acidstream
 from acidstream import Table
-from acidstream.acid.errors import CardinalityViolationError, ConfigError
+from acidstream.acid.errors import CardinalityViolationError, ConfigError, LinkReadOnlyError
 from acidstream.mutation import MergeResult, MutationResult
 from acidstream.txn.store import TxnState, TxnStore
 from tests.ingest.conftest import MakeTable
@@ -189,3 +189,20 @@ def test_null_keys_never_match(kv: Table) -> None:
     res = kv.merge(src, on=["id"]).when_matched_update_all().when_not_matched_insert_all().execute()
     assert (res.rows_updated, res.rows_inserted) == (1, 1)
     assert (None, "n") in rows_of(kv.read(), ["id", "v"])
+
+
+def test_a_link_is_read_only_for_mutations(store: TxnStore, store_url: str) -> None:
+    from tests.txn.links_helpers import make_namespaces
+    from tests.txn.links_helpers import write as write_b
+
+    make_namespaces(store)
+    write_b(store, [("1", range(0, 3))])
+    store.create_link("a", "b", "t1")
+    store.alter_link_partition("a", "b", "t1", "ds=1", add=True)
+    t = acidstream.table("t1@b", namespace="a", metastore=store_url, warehouse=store.warehouse)
+    n = _txn_count(store)
+    with pytest.raises(LinkReadOnlyError):
+        t.delete(None)
+    with pytest.raises(LinkReadOnlyError):
+        t.merge(pa.table({"id": [1]}), on="id").when_matched_delete().execute()
+    assert _txn_count(store) == n and t.read().num_rows == 3
