@@ -16,7 +16,12 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from acidstream.acid.errors import AcidStreamError, CommitStateUnknownError, StorageError
+from acidstream.acid.errors import (
+    AcidStreamError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    StorageError,
+)
 
 __all__ = ["OneLineParser", "main"]
 
@@ -32,6 +37,7 @@ _COMMAND_MODULES = (
     "acidstream.cli.serve_cmds",
     "acidstream.cli.namespace_cmds",
     "acidstream.cli.config_cmds",
+    "acidstream.cli.mutation_cmds",
 )
 
 
@@ -66,6 +72,7 @@ EXIT_REJECTED = 3  # ingest: some records were rejected (the good ones are commi
 EXIT_STORAGE = 4  # writing failed: full disk, read-only file system, I/O error, name too long
 EXIT_UNKNOWN_COMMIT = 5  # a commit's outcome is unknown: check the table before re-running
 EXIT_INTERNAL = 70  # a bug: an exception nobody classified (run with --debug, report it)
+EXIT_CONFLICT = 75  # a mutation lost a commit conflict (retries used up): nothing written, re-run
 
 _STORAGE_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ENAMETOOLONG, errno.EFBIG}
@@ -87,6 +94,8 @@ def exit_code(e: BaseException) -> int:
     """The exit code of a failure (documented in the README)."""
     if isinstance(e, CommitStateUnknownError):
         return EXIT_UNKNOWN_COMMIT
+    if isinstance(e, CommitConflictError):
+        return EXIT_CONFLICT
     if isinstance(e, StorageError) or (isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS):
         return EXIT_STORAGE
     if isinstance(e, (AcidStreamError, OSError)):
