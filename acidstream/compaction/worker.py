@@ -23,6 +23,7 @@ from typing import Any
 from acidstream.acid import faults
 from acidstream.acid.directory import AcidState, get_acid_state
 from acidstream.acid.errors import AcidStreamError, ConfigError, TableNotFoundError
+from acidstream.acid.layout import ParsedDelta
 from acidstream.acid.list_bucketing import SkewedInfo
 from acidstream.acid.partition_name import parse_partition_component
 from acidstream.acid.snapshot import ValidCompactorWriteIdList, ValidTxnList
@@ -318,6 +319,15 @@ class Worker:
             return NOT_ENOUGH
         if state.original_files or any(d.is_raw for d in state.deltas):
             return MINOR_WITH_ORIGINALS
+        ranges = {(d.parsed.min_write_id, d.parsed.max_write_id, d.parsed.statement_id)
+                  for d in state.deltas if isinstance(d.parsed, ParsedDelta)}  # fmt: skip
+        if len(ranges) == 1 and next(iter(ranges))[2] == -1:
+            # Only the delta_x_y / delete_delta_x_y pair an earlier minor compaction wrote:
+            # nothing to merge. Rewritten, its copy would have the same range and no
+            # statement id, and readers take every such pair (findBestWorkingDeltas'
+            # same-range rule): every row twice until the Cleaner removed the old pair.
+            # (Hive's isEnoughToCompact refuses any lone delta + delete delta.)
+            return NOT_ENOUGH
         if len(state.deltas) > 1:
             return None
         return NOT_ENOUGH

@@ -11,6 +11,7 @@ Cleaner removes exactly the directories the compaction made obsolete.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pyarrow.orc as orc
 import pytest
 
 from acidstream.acid import bucket_codec, layout
+from acidstream.acid.errors import NotEnoughHistoryError
 from acidstream.compaction import Cleaner, Worker
 from acidstream.compaction.worker import CompactionOutcome
 from acidstream.txn.compaction_sql import CompactionQueue
@@ -112,6 +114,37 @@ def test_major_compaction_drops_deleted_rows_and_keeps_row_ids(
     Cleaner(store).run_once()
     assert _names(t) == {Path(base).name}
     assert rows_of(t.read()) == before
+
+
+def test_a_second_minor_compaction_of_the_same_pair_is_refused(store: TxnStore) -> None:
+    """Minor compaction again with nothing new: the earlier output (a delta and a delete
+    delta of one range, no statement id) is all there is to merge. Rewriting it would
+    give a second pair of the same range, which readers take together with the first
+    (the same-range rule): every row twice. It is refused, and the table reads the same."""
+    t = MutationTable(store, create_table(store))
+    build_history(t)
+    first = _compact(store, major=False)
+    expected = t.expected()
+    q = CompactionQueue(store)
+    q.request("default", "t", None, major=False)
+    again = Worker(store, queue=q).run_once()
+    assert again is not None
+    assert rows_of(t.read()) == expected
+    # Nothing written; the first compaction's inputs still await the Cleaner, so the
+    # request goes to it ("ready for cleaning", Hive's needsCleaning) instead of refused.
+    assert again.output_dirs == () and "thresholds" in (again.message or ""), again
+    assert again.state == "r"
+    Cleaner(store).run_once()
+    assert _names(t) == {Path(d).name for d in first.output_dirs}
+    assert rows_of(t.read()) == expected
+    # Something new to merge: a minor compaction runs again, over a wider range.
+    w = t.delete([0])
+    out = _compact(store, major=False)
+    assert [Path(d).name for d in out.output_dirs] == [
+        layout.delta_dir_name(1, w, visibility_txn_id=out.txn_id or 0),
+        layout.delta_dir_name(1, w, visibility_txn_id=out.txn_id or 0, delete=True),
+    ]
+    assert rows_of(t.read()) == t.expected()
 
 
 def test_time_travel_before_each_mutation_after_a_minor_compaction(store: TxnStore) -> None:
@@ -279,3 +312,84 @@ def test_jvm_orc_reads_compacted_mutations(store: TxnStore, major: bool, jvm_orc
         assert got["rows"] == got["rows_read"] == py.nrows > 0
         assert got["schema"] == t.schema.orc_event_schema()
         assert got["metadata"]["hive.acid.key.index"].count(";") == got["stripes"]
+
+
+def _random_mutation(t: MutationTable, rng: random.Random, next_id: list[int]) -> None:
+    """One random statement (or multi-statement txn), committed or aborted."""
+    live = sorted({r[0] for r in t.visible().values()})
+    outcome = "abort" if rng.random() < 0.15 else "commit"
+
+    def fresh(n: int) -> list[Any]:
+        ids = range(next_id[0], next_id[0] + n)
+        next_id[0] += n
+        return [row(i) for i in ids]
+
+    def pick(k: int) -> list[int]:
+        return rng.sample(live, min(k, len(live)))
+
+    kind = rng.choice(["insert", "update", "split", "delete", "merge", "multi"])
+    if kind == "insert" or len(live) < 6:
+        t.insert(fresh(rng.randint(1, 6)))
+        return
+    if kind == "update":
+        t.update({i: row(i, rng.randint(0, 999)) for i in pick(3)}, outcome=outcome)
+    elif kind == "delete":
+        t.delete(pick(2), outcome=outcome)
+    elif kind == "merge":
+        ids = pick(4)
+        t.merge(
+            inserts=fresh(rng.randint(0, 3)),
+            updates={i: row(i, -i) for i in ids[:2]},
+            deletes=ids[2:],
+            outcome=outcome,
+        )
+    else:
+        with t.txn(DataOperationType.UPDATE, outcome=outcome) as tx:
+            ids = pick(3)
+            if kind == "split":
+                tx.delete(t.keys_of(ids), stmt=0)
+                tx.insert([row(i, i + 1) for i in ids], stmt=1)
+            else:
+                new = tx.insert(fresh(3), stmt=0)
+                tx.delete([new[rng.randrange(3)], *t.keys_of(ids[:1])], stmt=1)
+                tx.update({t.keys_of([ids[1]])[0]: row(ids[1], 5)}, stmt=2)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_mutations_and_compactions_equal_the_model(store: TxnStore, seed: int) -> None:
+    """Random mutations (committed and aborted), minor and major compactions and Cleaner
+    passes: the table equals the model after each step, and a read as of any earlier
+    write id equals the model then, or (older than every base left, the newest a major
+    compaction's) fails with ``NotEnoughHistoryError`` as Hive's ``ACID_NOT_ENOUGH_HISTORY``."""
+    rng = random.Random(seed)
+    t = MutationTable(store, create_table(store, buckets=2))
+    next_id = [0]
+    t.insert([row(i) for i in range(10)])
+    next_id[0] = 10
+    base_hwm = 0
+    for _ in range(25):
+        r = rng.random()
+        if r < 0.12:
+            q = CompactionQueue(store)
+            major = rng.random() < 0.5
+            q.request("default", "t", None, major=major)
+            out = Worker(store, queue=q).run_once()
+            assert out is not None and out.state in ("r", "c"), out and out.message
+            if major and out.state == "r" and out.highest_write_id is not None:
+                base_hwm = out.highest_write_id
+        elif r < 0.2:
+            Cleaner(store).run_once()
+        else:
+            _random_mutation(t, rng, next_id)
+        assert rows_of(t.read()) == t.expected()
+        as_of = rng.choice(sorted(t.history))
+        try:
+            got = rows_of(t.read(as_of=as_of))
+        except NotEnoughHistoryError:
+            # Only older than the newest compacted base, with no older base left to read.
+            assert as_of < base_hwm
+            bases = [p.name for p in Path(t.dir()).iterdir() if p.name.startswith("base_")]
+            usable = [b for b in bases if layout.parse_dir_name(b).write_id <= as_of]  # type: ignore[union-attr]
+            assert usable == [], (as_of, bases)
+        else:
+            assert got == t.expected(as_of=as_of), as_of
