@@ -286,9 +286,17 @@ def read_source(path: str, *, fmt: str | None = None, schema: pa.Schema | None =
 
         typed = [f for f in schema or () if not pa.types.is_string(f.type)]
         # Arrow's JSON reader parses timestamps and decimals but not dates: those are read
-        # as text, then cast (ISO dates, as Hive writes them).
+        # as text, then cast (ISO dates, as Hive writes them). Timestamps are read in
+        # nanoseconds, Hive's precision (a microsecond reader refuses '...:00.123456789').
         dates = {f.name: f.type for f in typed if pa.types.is_date(f.type)}
-        read_as = [f.with_type(pa.string()) if f.name in dates else f for f in typed]
+        read_as = [
+            f.with_type(pa.string())
+            if f.name in dates
+            else f.with_type(pa.timestamp("ns"))
+            if pa.types.is_timestamp(f.type)
+            else f
+            for f in typed
+        ]
         parse = pj.ParseOptions(
             explicit_schema=pa.schema(read_as) if read_as else None,
             unexpected_field_behavior="infer",

@@ -313,20 +313,25 @@ def test_merge_reads_json_dates_and_decimals_as_the_table_types_them(
     store: TxnStore, make_table: MakeTable, cli: Cli, tmp_path: Path, store_url: str,
     warehouse: str,
 ) -> None:  # fmt: skip
-    """JSON has no date or decimal: the table's types are given to the reader, so
-    ``"2024-02-29"`` is a date and ``12.35`` a decimal(10,2), not a timestamp and a double
-    (which MERGE's SET rules would refuse)."""
+    """JSON has no date, timestamp or decimal: the table's types are given to the reader,
+    so ``"2024-02-29"`` is a date and ``12.35`` a decimal(10,2), not a timestamp and a
+    double (which MERGE's SET rules would refuse), and a timestamp keeps its fraction."""
     import datetime
     import decimal
 
-    make_table("typed", "id int, d date, price decimal(10,2)")
+    make_table("typed", "id int, d date, price decimal(10,2), at timestamp")
     src = tmp_path / "rows.jsonl"
-    src.write_text('{"id": 1, "d": "2024-02-29", "price": 12.35}\n')
+    src.write_text('{"id": 1, "d": "2024-02-29", "price": 12.35, "at": "2024-02-29 23:59:59.25"}\n')
     code, _out, err = cli("merge", "default.typed", "--source", str(src), "--on", "id")
     assert code == EXIT_OK, err
     t = acidstream.table("default.typed", metastore=store_url, warehouse=warehouse)
     assert t.read().to_pylist() == [
-        {"id": 1, "d": datetime.date(2024, 2, 29), "price": decimal.Decimal("12.35")}
+        {
+            "id": 1,
+            "d": datetime.date(2024, 2, 29),
+            "price": decimal.Decimal("12.35"),
+            "at": datetime.datetime(2024, 2, 29, 23, 59, 59, 250000),
+        }
     ]
 
 
