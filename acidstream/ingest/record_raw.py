@@ -11,10 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.acid.schema import TableSchema
-from acidstream.ingest.record_common import EncodedBlock
+from acidstream.ingest.record_common import (
+    DEFAULT_LINE_DELIMITER_PATTERN,
+    DEFAULT_MAX_RECORD_BYTES,
+    EncodedBlock,
+    check_max_record_bytes,
+    check_record_size,
+)
 
 __all__ = ["RawWriter"]
 
@@ -23,8 +30,10 @@ __all__ = ["RawWriter"]
 class _BoundRaw:
     as_text: bool
     arrow_type: pa.DataType
+    max_record_bytes: int
 
     def encode(self, record: bytes) -> tuple[tuple[Any, ...], tuple[str | None, ...]]:
+        check_record_size(record, self.max_record_bytes)
         if not self.as_text:
             return (record,), ()
         try:
@@ -34,32 +43,52 @@ class _BoundRaw:
 
     def encode_block(self, records: Sequence[bytes]) -> EncodedBlock:
         arr = pa.array(records, pa.binary())
-        good = list(range(len(records)))
-        rejected: list[tuple[int, SerializationError]] = []
-        if self.as_text:
+        longest = pc.max(pc.binary_length(arr)).as_py() if records else 0
+        if longest <= self.max_record_bytes:
             try:
-                arr = arr.cast(pa.string())
+                whole = arr.cast(pa.string()) if self.as_text else arr
+                return self._block(whole, list(range(len(records))), [])
             except pa.ArrowInvalid:
-                # Some record is not UTF-8: find which, keep the others.
-                good = []
-                for i, r in enumerate(records):
-                    try:
-                        self.encode(r)
-                        good.append(i)
-                    except SerializationError as e:
-                        rejected.append((i, e))
-                arr = pa.array([records[i] for i in good], pa.binary()).cast(pa.string())
-        table = pa.table([arr.cast(self.arrow_type)], names=["value"])
+                pass
+        # Some record is not UTF-8 or too long: find which (with encode's errors), keep
+        # the others.
+        good: list[int] = []
+        rejected: list[tuple[int, SerializationError]] = []
+        for i, r in enumerate(records):
+            try:
+                self.encode(r)
+                good.append(i)
+            except SerializationError as e:
+                rejected.append((i, e))
+        kept = pa.array([records[i] for i in good], pa.binary())
+        return self._block(kept.cast(pa.string()) if self.as_text else kept, good, rejected)
+
+    def _block(
+        self, arr: pa.Array, good: list[int], rejected: list[tuple[int, SerializationError]]
+    ) -> EncodedBlock:
         return EncodedBlock(
-            table=table,
+            table=pa.table([arr.cast(self.arrow_type)], names=["value"]),
             partitions=None,
             rejected=tuple(rejected),
             good_indices=pa.array(good, pa.int64()),
         )
 
 
+@dataclass(frozen=True, kw_only=True)
 class RawWriter:
-    """Binds to a table with one ``string``/``varchar``/``binary`` column and no partitions."""
+    """Binds to a table with one ``string``/``varchar``/``binary`` column and no partitions.
+
+    Attributes:
+        line_delimiter_pattern: For ``split_records`` (default ``[\\r\\n]``).
+        max_record_bytes: Longer records are rejected (default 16 MiB), as by the other
+            writers.
+    """
+
+    line_delimiter_pattern: str = DEFAULT_LINE_DELIMITER_PATTERN
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+    def __post_init__(self) -> None:
+        check_max_record_bytes(self.max_record_bytes)
 
     def bind(self, schema: TableSchema, *, partition_columns: Any = ()) -> _BoundRaw:
         kind = schema.columns[0][1].kind
@@ -71,4 +100,8 @@ class RawWriter:
             raise ConfigError(
                 "format raw needs an unpartitioned table with one string or binary column"
             )
-        return _BoundRaw(as_text=kind != "binary", arrow_type=schema.columns[0][1].to_arrow())
+        return _BoundRaw(
+            as_text=kind != "binary",
+            arrow_type=schema.columns[0][1].to_arrow(),
+            max_record_bytes=self.max_record_bytes,
+        )

@@ -1,7 +1,10 @@
 """The Kafka-to-table job's configuration: YAML < environment < arguments, parsed once.
 
-Strings stay at the edge: ``KafkaJobConfig.load`` merges the sources and returns frozen
-dataclasses; an unknown key or a bad value raises ``ConfigError`` naming the key.
+Strings stay at the edge: ``KafkaJobConfig.load`` merges the sources with
+``acidstream.acid.config_fields`` (the same loader and typing rules as the HTTP server's
+config and the sink's options) and returns frozen dataclasses; an unknown key or a bad
+value raises ``ConfigError`` naming the key, the value and where it came from (the file,
+an environment variable or a flag).
 
 The job's state follows its warehouse: a relative ``checkpoint`` or ``sink.dead_letter_path``
 is inside the warehouse (so ``--warehouse W`` moves the table, the checkpoint and the dead
@@ -13,12 +16,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from acidstream.acid.config_fields import (
+    Field,
+    Sourced,
+    Tree,
+    check_fields,
+    fields_of,
+    load_layers,
+    parse_section,
+    section,
+)
 from acidstream.acid.errors import ConfigError
-from acidstream.sinks.foreach_batch import SinkOptions
-from acidstream.txn.config_file import read_config_file
+from acidstream.sinks.foreach_batch import SINK_FIELDS, SinkOptions
 from acidstream.txn.namespaces import refuse_link
 
 __all__ = ["KafkaJobConfig", "KafkaSettings", "TableSettings", "TriggerSettings"]
@@ -35,6 +47,9 @@ class KafkaSettings:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     end_offsets_from: str | None = None  # the source's endOffsetsFrom (fetch: for Tansu)
+
+    def __post_init__(self) -> None:
+        check_fields(self, KAFKA_FIELDS, prefix="kafka.")
 
     @property
     def embedded(self) -> bool:
@@ -86,72 +101,34 @@ class KafkaJobConfig:
         env: Mapping[str, str] | None = None,
     ) -> KafkaJobConfig:
         """Merge the YAML file < environment (``ACIDSTREAM_METASTORE``, ``ACIDSTREAM_WAREHOUSE``,
-        ``ACIDSTREAM_KAFKA_BOOTSTRAP``) < ``overrides`` (dotted keys, e.g. ``kafka.topic``)."""
-        raw = read_config_file(path) if path is not None else {}
-        environ = os.environ if env is None else env
-        flat = _flatten(raw)
-        for key, var in (("metastore", "ACIDSTREAM_METASTORE"), ("warehouse", "ACIDSTREAM_WAREHOUSE"),
-                         ("kafka.bootstrap_servers", ENV_BOOTSTRAP)):  # fmt: skip
-            if environ.get(var):
-                flat[key] = environ[var]
-        for k, v in (overrides or {}).items():
-            if v is not None:
-                flat[k] = v
-        return cls._from_flat(flat)
+        ``ACIDSTREAM_KAFKA_BOOTSTRAP``) < ``overrides`` (dotted keys, e.g. ``kafka.topic``;
+        ``None`` values are ignored)."""
+        tree = load_layers(
+            path,
+            env=os.environ if env is None else env,
+            env_vars=_ENV_VARS,
+            flags={_path(k): v for k, v in (overrides or {}).items()},
+            flag_names={_path(k): flag for k, flag in FLAGS.items()},
+        )
+        return cls._from_tree(tree)
 
     @classmethod
-    def _from_flat(cls, flat: Mapping[str, Any]) -> KafkaJobConfig:
-        sections: dict[str, dict[str, Any]] = {
-            "kafka": {},
-            "table": {},
-            "sink": {},
-            "trigger": {},
-            "spark": {},
+    def _from_tree(cls, tree: Tree) -> KafkaJobConfig:
+        top = parse_section(tree, TOP_FIELDS, sections=_SECTIONS)
+        kafka = KafkaSettings(**_parsed(tree, "kafka", KAFKA_FIELDS))
+        table = TableSettings(**_parsed(tree, "table", TABLE_FIELDS))
+        trigger = TriggerSettings(**_parsed(tree, "trigger", TRIGGER_FIELDS))
+        sink = SinkOptions(**_parsed(tree, "sink", SINK_FIELDS))
+        spark = _parsed(tree, "spark", SPARK_FIELDS, sections=("conf",))
+        conf = {
+            k: _conf_value(f"spark.conf.{k}", v)
+            for k, v in section(section(tree, "spark"), "conf", prefix="spark.").items()
         }
-        top: dict[str, Any] = {}
-        for key, value in flat.items():
-            head, _, rest = key.partition(".")
-            if head in sections and rest:
-                if head == "spark" and rest.startswith("conf."):
-                    sections["spark"].setdefault("conf", {})[rest[5:]] = str(value)
-                else:
-                    sections[head][rest] = value
-            elif head == "spark" and not rest:
-                continue
-            else:
-                top[key] = value
-        try:
-            kafka = KafkaSettings(**_typed(KafkaSettings, sections["kafka"], "kafka"))
-            table = TableSettings(**_typed(TableSettings, sections["table"], "table"))
-            trigger = TriggerSettings(**_typed(TriggerSettings, sections["trigger"], "trigger"))
-            sink = SinkOptions(**_typed(SinkOptions, sections["sink"], "sink"))
-        except TypeError as e:
-            raise ConfigError(str(e)) from e
-        spark = sections["spark"]
-        unknown_spark = set(spark) - {"master", "conf"}
-        if unknown_spark:
-            raise ConfigError(f"unknown config key(s) spark.{sorted(unknown_spark)}")
-        allowed = {
-            "metastore", "warehouse", "checkpoint", "recover_offsets_from_table", "compaction",
-            "housekeeping_interval_s",
-        }  # fmt: skip
-        unknown = set(top) - allowed
-        if unknown:
-            raise ConfigError(f"unknown config key(s) {sorted(unknown)}")
         if not table.columns:
             raise ConfigError("table.columns is required (e.g. 'id bigint, msg string')")
-        compaction = str(top.get("compaction") or "auto").lower()
-        if compaction not in ("auto", "off"):
-            raise ConfigError(f"compaction must be auto or off, got {compaction!r}")
-        try:
-            housekeeping = float(top.get("housekeeping_interval_s") or 60.0)
-        except ValueError as e:
-            raise ConfigError("housekeeping_interval_s must be a number of seconds") from e
-        if housekeeping <= 0:
-            raise ConfigError("housekeeping_interval_s must be > 0")
-        warehouse = _absolute(str(top.get("warehouse") or "./warehouse"))
+        warehouse = _absolute(top.pop("warehouse", "./warehouse"))
         # Job state follows the warehouse: relative paths are inside it.
-        checkpoint = _under(warehouse, str(top.get("checkpoint") or f"_checkpoints/{sink.sink_id}"))
+        checkpoint = _under(warehouse, top.pop("checkpoint", f"_checkpoints/{sink.sink_id}"))
         if sink.dead_letter_path:
             sink = replace(sink, dead_letter_path=_under(warehouse, sink.dead_letter_path))
         return cls(
@@ -159,17 +136,67 @@ class KafkaJobConfig:
             table=table,
             sink=sink,
             trigger=trigger,
-            metastore=top.get("metastore"),
             warehouse=warehouse,
             checkpoint=checkpoint,
-            compaction=compaction,
-            housekeeping_interval_s=housekeeping,
-            recover_offsets_from_table=_bool(
-                top.get("recover_offsets_from_table", True), "recover_offsets_from_table"
-            ),
-            spark_master=str(spark.get("master") or "local[2]"),
-            spark_conf=dict(spark.get("conf") or {}),
+            spark_master=spark.get("master", "local[2]"),
+            spark_conf=conf,
+            **top,
         )
+
+    def __post_init__(self) -> None:
+        check_fields(self, TOP_FIELDS)
+
+
+# The keys of each section, typed and bounded once (acidstream.acid.config_fields).
+KAFKA_FIELDS = fields_of(
+    KafkaSettings, Field(name="partitions", min=1), Field(name="max_offsets_per_trigger", min=1)
+)
+TABLE_FIELDS = fields_of(TableSettings)
+TRIGGER_FIELDS = fields_of(TriggerSettings)
+TOP_FIELDS = fields_of(
+    KafkaJobConfig,
+    Field(name="compaction", choices=("auto", "off")),
+    Field(name="housekeeping_interval_s", above=0),
+    skip=("kafka", "table", "sink", "trigger", "spark_master", "spark_conf"),
+)
+SPARK_FIELDS = {"master": Field(name="master", kind="str", default="local[2]")}
+_SECTIONS = ("kafka", "table", "sink", "trigger", "spark")
+_ENV_VARS = {
+    ("metastore",): "ACIDSTREAM_METASTORE",
+    ("warehouse",): "ACIDSTREAM_WAREHOUSE",
+    ("kafka", "bootstrap_servers"): ENV_BOOTSTRAP,
+}
+FLAGS = {
+    "kafka.bootstrap_servers": "--bootstrap",
+    "kafka.topic": "--topic",
+    "metastore": "--metastore",
+    "warehouse": "--warehouse",
+    "trigger.available_now": "--continuous",
+}
+"""The ``run-kafka`` flag of each override key (named in messages)."""
+
+
+def _path(key: str) -> tuple[str, ...]:
+    """A dotted override key as a path: ``kafka.topic``, ``spark.conf.<a Spark key>``."""
+    head, _, rest = key.partition(".")
+    if head == "spark" and rest.startswith("conf."):
+        return ("spark", "conf", rest[5:])
+    return (head, rest) if rest else (head,)
+
+
+def _parsed(
+    tree: Tree, name: str, specs: Mapping[str, Field], *, sections: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    return parse_section(section(tree, name), specs, prefix=f"{name}.", sections=sections)
+
+
+def _conf_value(key: str, node: Tree | Sourced) -> str:
+    """A Spark conf value: a scalar, given to Spark as text."""
+    if isinstance(node, Sourced) and isinstance(node.value, str | int | float | bool):
+        return str(node.value).lower() if isinstance(node.value, bool) else str(node.value)
+    shown = node.value if isinstance(node, Sourced) else node
+    where = f" ({node.source})" if isinstance(node, Sourced) else ""
+    raise ConfigError(f"{key} must be a string, got {shown!r}{where}")
 
 
 def _is_url(path: str) -> bool:
@@ -188,55 +215,3 @@ def _under(warehouse: str, path: str) -> str:
     return (
         f"{warehouse.rstrip('/')}/{path}" if _is_url(warehouse) else os.path.join(warehouse, path)
     )
-
-
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and not (key == "spark.conf"):
-            out.update(_flatten(v, key + "."))
-        elif isinstance(v, Mapping):
-            for ck, cv in v.items():
-                out[f"spark.conf.{ck}"] = cv
-        else:
-            out[key] = v
-    return out
-
-
-def _bool(v: Any, key: str) -> bool:
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{key} must be true or false, got {v!r}")
-
-
-def _typed(klass: type, values: Mapping[str, Any], section: str) -> dict[str, Any]:
-    known = {f.name: f for f in fields(klass)}
-    out: dict[str, Any] = {}
-    for k, v in values.items():
-        f = known.get(k)
-        if f is None or k == "orc":
-            raise ConfigError(
-                f"unknown config key {section}.{k} (known: {sorted(n for n in known if n != 'orc')})"
-            )
-        if v is None:
-            out[k] = None
-            continue
-        t = str(f.type)
-        try:
-            if "bool" in t:
-                out[k] = _bool(v, f"{section}.{k}")
-            elif "int" in t:
-                out[k] = int(v)
-            elif "float" in t:
-                out[k] = float(v)
-            else:
-                out[k] = str(v)
-        except ValueError as e:
-            raise ConfigError(f"{section}.{k}: bad value {v!r}") from e
-    return out

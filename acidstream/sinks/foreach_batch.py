@@ -35,6 +35,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from acidstream.acid import faults, layout
+from acidstream.acid.config_fields import (
+    Field,
+    Sourced,
+    check_fields,
+    fields_of,
+    parse_section,
+    txn_timeout_removed,
+)
 from acidstream.acid.errors import (
     AcidStreamError,
     CommitStateUnknownError,
@@ -47,14 +55,14 @@ from acidstream.acid.storage import Storage
 from acidstream.acid.table_name import TableName
 from acidstream.acid.table_writer import TableWriter, WriteTarget
 from acidstream.acid.writer import OrcWriterOptions
+from acidstream.ingest.record_writers import RECORD_FORMATS, RecordWriter, record_writer_for
 from acidstream.txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.namespaces import bind_write_name, check_namespace_mode
-from acidstream.txn.settings import check_txn_timeout_option
 from acidstream.txn.store import TxnState, TxnStore, open_store
 
-__all__ = ["AcidSink", "SinkOptions", "committed_offsets"]
+__all__ = ["SINK_FIELDS", "SPARK_OPTIONS", "AcidSink", "SinkOptions", "committed_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +96,6 @@ class SinkOptions:
             in it (``acidstream.ingest.dead_letter``'s format, with the Kafka position); without it a bad
             record fails the batch unless ``skip_bad_records``.
         skip_bad_records: count bad records and go on (they are still reported in the log).
-        txn_timeout_s: deprecated: the txn timeout is the metastore's setting (``acidstream
-            config set txn_timeout_s S``), which heartbeats follow (every half of it).
-            ``None`` (the default) takes it; a value that differs from the metastore's is
-            refused when the sink opens the table, with a ``ConfigError`` naming both.
         txns_per_batch: txns in each micro-batch's transaction batch (1..1000); every
             task file gets an intermediate footer per txn. They commit together.
         orc: ORC writer settings.
@@ -104,19 +108,14 @@ class SinkOptions:
     sink_id: str = "default"
     dead_letter_path: str | None = None
     skip_bad_records: bool = False
-    txn_timeout_s: float | None = None
     txns_per_batch: int = 1
     orc: OrcWriterOptions = field(default_factory=OrcWriterOptions)
 
     def __post_init__(self) -> None:
-        if self.format not in ("json", "delimited", "regex", "raw"):
-            raise ConfigError(f"format must be json, delimited, regex or raw, got {self.format!r}")
-        if self.format == "regex" and not self.regex:
-            raise ConfigError("format regex needs the regex option")
-        if not 1 <= self.txns_per_batch <= MAX_TXNS_PER_BATCH:
-            raise ConfigError(
-                f"txns_per_batch must be 1..{MAX_TXNS_PER_BATCH}, got {self.txns_per_batch}"
-            )
+        check_fields(self, SINK_FIELDS)
+        # Built once here (driver side) so that a regex that does not compile, or a
+        # missing one, fails when the options are parsed, not in every executor task.
+        _record_writer(self)
         if not self.sink_id or not all(c.isalnum() or c in "_-." for c in self.sink_id):
             raise ConfigError(
                 f"sink_id must be letters, digits, '_', '-' or '.', got {self.sink_id!r}"
@@ -124,28 +123,20 @@ class SinkOptions:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
-        """Parse Spark-style string options (``format``, ``sink.id``, ``deadLetterPath``...)."""
-        known = {
-            "format": "format", "valuecolumn": "value_column", "delimiter": "delimiter",
-            "regex": "regex", "sink.id": "sink_id", "sinkid": "sink_id",
-            "deadletterpath": "dead_letter_path", "skipbadrecords": "skip_bad_records",
-            "txntimeout": "txn_timeout_s", "txnsperbatch": "txns_per_batch",
-        }  # fmt: skip
-        kw: dict[str, Any] = {}
-        for k, v in options.items():
-            name = known.get(k.lower())
-            if name is None:
-                raise ConfigError(f"unknown sink option {k!r} (known: {sorted(set(known))})")
-            if name == "skip_bad_records":
-                kw[name] = str(v).lower() in ("1", "true", "yes")
-            elif name in ("txn_timeout_s", "txns_per_batch"):
-                try:
-                    kw[name] = float(v) if name == "txn_timeout_s" else int(v)
-                except ValueError as e:
-                    raise ConfigError(f"sink option {k!r} must be a number, got {v!r}") from e
-            else:
-                kw[name] = v
-        return cls(**kw)
+        """Parse Spark-style string options (``format``, ``sink.id``, ``deadLetterPath``...;
+        any case) with the typing rules of every acidstream config
+        (``acidstream.acid.config_fields``): ``skipBadRecords=ture`` is a ``ConfigError``,
+        not ``False``.
+
+        Raises:
+            ConfigError: an unknown option (with its close matches), a bad value, or the
+                removed ``txnTimeout`` (the txn timeout is the metastore's setting).
+        """
+        tree = {str(k): Sourced(v, "sink option") for k, v in options.items()}
+        values = parse_section(
+            tree, SINK_FIELDS, names=SPARK_OPTIONS, fold_case=True, what="sink option"
+        )
+        return cls(**values)
 
     @property
     def meta_key(self) -> str:
@@ -163,21 +154,34 @@ class _TaskPlan:
     has_offsets: bool
 
 
-def _record_writer(opts: SinkOptions) -> Any:
-    from acidstream.ingest.record_raw import RawWriter
-    from acidstream.ingest.record_writers import (
-        StrictDelimitedInputWriter,
-        StrictJsonWriter,
-        StrictRegexWriter,
-    )
+SINK_FIELDS = fields_of(
+    SinkOptions,
+    Field(name="format", choices=RECORD_FORMATS),
+    Field(name="txns_per_batch", min=1, max=MAX_TXNS_PER_BATCH),
+    skip=("orc",),
+    extra=(txn_timeout_removed(),),
+)
+"""The sink's keys (YAML ``sink.<key>`` of the Kafka job), typed and bounded once."""
 
-    if opts.format == "raw":
-        return RawWriter()
-    if opts.format == "json":
-        return StrictJsonWriter()
-    if opts.format == "delimited":
-        return StrictDelimitedInputWriter(field_delimiter=opts.delimiter)
-    return StrictRegexWriter(regex=opts.regex or "")
+SPARK_OPTIONS = {
+    "format": "format", "valueColumn": "value_column", "delimiter": "delimiter",
+    "regex": "regex", "sink.id": "sink_id", "sinkId": "sink_id",
+    "deadLetterPath": "dead_letter_path", "skipBadRecords": "skip_bad_records",
+    "txnsPerBatch": "txns_per_batch",
+    "txnTimeout": "txn_timeout_s",  # removed: refused with the way to set it now
+}  # fmt: skip
+"""Spark option name (any case) -> ``SinkOptions`` field."""
+
+
+def _record_writer(opts: SinkOptions) -> RecordWriter:
+    """The options' record writer (``record_writer_for``, the one factory by format):
+    driver side when the options are built, executor side in each task."""
+    return record_writer_for(
+        opts.format,
+        delimiter=opts.delimiter,
+        regex=opts.regex,
+        names={"regex": "the regex option"},
+    )
 
 
 def _table_layout(store: TxnStore, table: TableDef, db: str, name: str) -> TableLayout:
@@ -449,9 +453,6 @@ class AcidSink:
         if self._store is None or self._table is None:
             store = open_store(self.config.metastore_url, warehouse=self.config.warehouse)
             try:
-                check_txn_timeout_option(
-                    store, self.options.txn_timeout_s, option="sink option txnTimeout"
-                )
                 check_namespace_mode(store, self.name, namespace=self.namespace)
                 t = store.get_table(self.db, self.table_name)
                 if not t.is_transactional or t.is_insert_only:

@@ -29,7 +29,6 @@ __all__ = [
     "Setting",
     "SettingValue",
     "SettingsOps",
-    "check_txn_timeout_option",
     "heartbeat_interval_s",
     "known_setting",
     "read_setting",
@@ -221,28 +220,3 @@ class SettingsOps(StoreOps):
     def txn_timeout_s(self) -> float:
         """The metastore's txn timeout (``hive.txn.timeout``), in seconds."""
         return self.setting(TXN_TIMEOUT_S).value
-
-
-def check_txn_timeout_option(store: SettingsOps, given: float | None, *, option: str) -> float:
-    """The metastore's txn timeout, refusing a client option that contradicts it.
-
-    Writers once carried their own ``txn_timeout_s``; a value differing from the
-    metastore's would have them heartbeat too rarely (aborted while healthy) or have their
-    housekeeper judge others by another clock, so it is refused rather than used.
-
-    Args:
-        store: The metastore.
-        given: The client's deprecated option (``None``: not given).
-        option: Its name, for the message (``StreamingOptions.txn_timeout_s``).
-
-    Raises:
-        ConfigError: ``given`` differs from the metastore's value; names both.
-    """
-    value = store.txn_timeout_s()
-    if given is not None and float(given) != value:
-        raise ConfigError(
-            f"{option}={float(given):g} contradicts the metastore's txn_timeout_s={value:g}: "
-            "the txn timeout is the metastore's setting; drop the option, or change it for "
-            f"every writer with `acidstream config set txn_timeout_s {float(given):g}`"
-        )
-    return value

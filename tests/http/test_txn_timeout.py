@@ -1,6 +1,6 @@
-"""The HTTP server's txn timeout is the metastore's (issue 29, item 5): a config value that
-contradicts it, or idempotency keys that would not outlive it, refuse the start in one line
-naming both values."""
+"""The HTTP server's txn timeout is the metastore's (issue 29, item 5): a config that still
+names the removed ``txn_timeout_s``, or idempotency keys that would not outlive the
+metastore's timeout, refuse the start in one line."""
 
 from __future__ import annotations
 
@@ -33,17 +33,17 @@ def store_url(tmp_path: Path) -> str:
     return url
 
 
-def test_a_config_timeout_contradicting_the_metastores_refuses_the_start(
+def test_a_config_naming_the_removed_timeout_refuses_the_start(
     tmp_path: Path, store_url: str
 ) -> None:
     cfg = base_config(store_url, str(tmp_path / "warehouse"), {"default.t": {}})  # metastore: 30
     cfg["txn_timeout_s"] = 900
-    r = _serve(write_config(tmp_path / "c.yaml", cfg))
+    path = write_config(tmp_path / "c.yaml", cfg)
+    r = _serve(path)
     assert r.returncode == 1, r.stderr
     assert r.stderr.strip().splitlines() == [
-        "acidstream: error: the server config's txn_timeout_s=900 contradicts the metastore's "
-        "txn_timeout_s=30: the txn timeout is the metastore's setting; drop the option, or "
-        "change it for every writer with `acidstream config set txn_timeout_s 900`"
+        f"acidstream: error: txn_timeout_s (config file {path}): txn_timeout_s is a metastore "
+        "setting now: acidstream config set txn_timeout_s N"
     ]
     assert "listening" not in r.stdout
 

@@ -141,8 +141,8 @@ def test_killed_default_writer_is_reaped_by_default_housekeeping_after_the_metas
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"heartbeat_interval_s": 900.0}, {"txn_timeout_s": TIMEOUT_S}],
-    ids=["default", "long-heartbeat-option", "timeout-option-equal-to-the-metastores"],
+    [{}, {"heartbeat_interval_s": 900.0}],
+    ids=["default", "long-heartbeat-option"],
 )
 def test_healthy_writer_idle_in_an_open_txn_is_never_aborted(
     store_url: str, store: TxnStore, options: dict[str, Any]

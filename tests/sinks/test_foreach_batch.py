@@ -269,7 +269,7 @@ def test_sink_options_are_parsed_once_with_clear_errors() -> None:
     assert SinkOptions.from_options({"txnsPerBatch": "10"}).txns_per_batch == 10
     with pytest.raises(Exception, match=r"txns_per_batch must be 1\.\.1000"):
         SinkOptions(txns_per_batch=0)
-    with pytest.raises(Exception, match="must be a number"):
+    with pytest.raises(Exception, match="txnsPerBatch must be an integer"):
         SinkOptions.from_options({"txnsPerBatch": "many"})
 
 

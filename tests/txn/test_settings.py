@@ -14,7 +14,7 @@ from acidstream.acid.errors import ConfigError
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictJsonWriter
 from acidstream.txn.heartbeat import Heartbeater
-from acidstream.txn.settings import SETTINGS, TXN_TIMEOUT_S, check_txn_timeout_option
+from acidstream.txn.settings import SETTINGS, TXN_TIMEOUT_S
 from acidstream.txn.store import TxnStore, open_store
 from tests.txn.conftest import make_table
 
@@ -58,28 +58,15 @@ def test_bad_keys_and_values_are_refused_and_nothing_is_stored(
     assert store.setting(TXN_TIMEOUT_S).is_default
 
 
-def test_a_writer_option_contradicting_the_metastore_is_refused_at_open(
-    store: TxnStore,
-) -> None:
+def test_a_writer_has_no_timeout_option_of_its_own(store: TxnStore) -> None:
     """Measured in the issue: a writer with its own txn_timeout_s=900 heartbeated every
-    450 s and a default housekeeper aborted it while healthy. Now it does not open."""
+    450 s and a default housekeeper aborted it while healthy. The option is removed: a
+    writer cannot be given a timeout other than the metastore's."""
     make_table(store)
-    opts = StreamingOptions(txn_timeout_s=900, housekeeping_interval_s=None)
-    with pytest.raises(ConfigError) as e:
-        StreamingConnection("t", record_writer=StrictJsonWriter(), store=store, options=opts)
-    assert "txn_timeout_s=900" in str(e.value)
-    assert "metastore's txn_timeout_s=300" in str(e.value)
-    # The same value as the metastore's is accepted (a config written for the old option).
-    same = StreamingOptions(txn_timeout_s=300, housekeeping_interval_s=None)
-    StreamingConnection("t", record_writer=StrictJsonWriter(), store=store, options=same).close()
-
-
-def test_check_names_the_option_and_both_values(store: TxnStore) -> None:
-    store.set_setting(TXN_TIMEOUT_S, 3)
-    assert check_txn_timeout_option(store, None, option="sink option txnTimeout") == 3.0
-    assert check_txn_timeout_option(store, 3.0, option="sink option txnTimeout") == 3.0
-    with pytest.raises(ConfigError, match=r"sink option txnTimeout=2 contradicts the metastore's"):
-        check_txn_timeout_option(store, 2, option="sink option txnTimeout")
+    with pytest.raises(TypeError, match="txn_timeout_s"):
+        StreamingOptions(txn_timeout_s=900)  # type: ignore[call-arg]
+    opts = StreamingOptions(housekeeping_interval_s=None)
+    StreamingConnection("t", record_writer=StrictJsonWriter(), store=store, options=opts).close()
 
 
 def test_heartbeats_follow_the_metastores_timeout_and_its_changes(store: TxnStore) -> None:
@@ -204,24 +191,18 @@ def test_cli_config_on_a_missing_metastore_creates_nothing(tmp_path: Path) -> No
     assert not (tmp_path / "nothing.db").exists()
 
 
-def test_a_sink_option_contradicting_the_metastore_is_refused_on_the_driver(
-    store: TxnStore,
-) -> None:
+def test_the_removed_sink_option_is_refused_with_the_way_to_set_it(store: TxnStore) -> None:
     from acidstream.sinks.foreach_batch import AcidSink, SinkOptions
 
     make_table(store)
     store.set_setting(TXN_TIMEOUT_S, 60)
-    sink = AcidSink(
-        table="default.t",
-        metastore=store.url,
-        options=SinkOptions.from_options({"txnTimeout": "300"}),
-    )
     with pytest.raises(ConfigError) as e:
-        sink._open()  # the driver's setup, before the first micro-batch
-    assert str(e.value).startswith(
-        "sink option txnTimeout=300 contradicts the metastore's txn_timeout_s=60"
+        SinkOptions.from_options({"txnTimeout": "300"})
+    assert str(e.value) == (
+        "txnTimeout (sink option): txn_timeout_s is a metastore setting now: "
+        "acidstream config set txn_timeout_s N"
     )
-    # Without the option the sink follows the metastore.
+    # The sink follows the metastore.
     ok = AcidSink(table="default.t", metastore=store.url)
     ok._open()
     assert ok._store is not None

@@ -63,7 +63,6 @@ from acidstream.ingest.http.idempotency import (
 from acidstream.ingest.http.metrics import Metrics
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.housekeeper import Housekeeper, HousekeepingReport
-from acidstream.txn.settings import check_txn_timeout_option
 from acidstream.txn.store import TxnStore
 
 __all__ = ["IngestServer", "Problem", "create_app"]
@@ -163,12 +162,8 @@ class IngestServer:
             _warm_up_arrow()
             self._index = IdempotencyIndex(self.store_config.open())
             self._health = self.store_config.open()
-            # The txn timeout is the metastore's: a config value must agree with it, and
-            # idempotency keys must outlive it.
-            timeout = check_txn_timeout_option(
-                self._health, self.config.txn_timeout_s, option="the server config's txn_timeout_s"
-            )
-            self.config.check_retention(timeout)
+            # The txn timeout is the metastore's: idempotency keys must outlive it.
+            self.config.check_retention(self._health.txn_timeout_s())
             self._housekeeper = Housekeeper(
                 self.store_config.metastore_url,
                 interval_s=self.config.housekeeping_interval_s,
@@ -249,7 +244,6 @@ class IngestServer:
                     max_queue=self.config.limits.max_queue_requests,
                     index=self.index,
                     metrics=self.metrics,
-                    txn_timeout_s=self.config.txn_timeout_s,
                 )
                 await run_in_threadpool(w.open)
                 self._placements[name] = Placement(w.layout)

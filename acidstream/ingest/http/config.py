@@ -3,26 +3,34 @@
 ``ServerConfig.load`` merges ``configs/http_ingest.yaml`` (or any file of that shape), the
 environment (``ACIDSTREAM_METASTORE``, ``ACIDSTREAM_WAREHOUSE``, ``ACIDSTREAM_HTTP_HOST``,
 ``ACIDSTREAM_HTTP_PORT``) and the command line's overrides, and returns frozen dataclasses:
-inner code never reads a raw mapping. An unknown key or a bad value raises ``ConfigError``
-naming the key (``tables.default.events.formt``). ``docs/http_ingest.md`` lists every key.
+inner code never reads a raw mapping. The merge and the typing are
+``acidstream.acid.config_fields``' (the same rules as the Kafka job's config and the sink's
+options): an unknown key or a bad value raises ``ConfigError`` naming the key, the value
+and where it came from (``tables.default.events.formt (config file c.yaml); did you mean
+tables.default.events.format?``). ``docs/http_ingest.md`` lists every key.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from acidstream.acid.config_fields import (
+    Field,
+    Sourced,
+    Tree,
+    check_fields,
+    fields_of,
+    load_layers,
+    parse_section,
+    section,
+    txn_timeout_removed,
+)
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.table_name import TableName
-from acidstream.ingest.record_writers import (
-    RecordWriter,
-    StrictDelimitedInputWriter,
-    StrictJsonWriter,
-    StrictRegexWriter,
-)
-from acidstream.txn.config_file import read_config_file
+from acidstream.ingest.record_writers import RECORD_FORMATS, RecordWriter, record_writer_for
 from acidstream.txn.namespaces import bind_write_name, refuse_link
 
 __all__ = [
@@ -39,13 +47,15 @@ ENV_WAREHOUSE = "ACIDSTREAM_WAREHOUSE"
 ENV_HOST = "ACIDSTREAM_HTTP_HOST"
 ENV_PORT = "ACIDSTREAM_HTTP_PORT"
 
-FORMATS = ("json", "delimited", "regex")
+FORMATS = RECORD_FORMATS
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
 #: Content types accepted per record format when a table names none.
 DEFAULT_CONTENT_TYPES: Mapping[str, tuple[str, ...]] = {
     "json": ("application/x-ndjson", "application/jsonl", "application/json", "text/plain"),
     "delimited": ("text/plain", "text/csv", "text/tab-separated-values"),
     "regex": ("text/plain",),
+    "raw": ("text/plain", "application/octet-stream"),
 }
 
 
@@ -55,7 +65,8 @@ class TableSettings:
 
     Attributes:
         name: ``db.table`` (the URL path names it so).
-        format: ``json``, ``delimited`` or ``regex``: the record writer.
+        format: ``json``, ``delimited``, ``regex`` or ``raw`` (each line whole into the
+            table's one string or binary column): the record writer.
         delimiter: field delimiter of ``delimited`` (default ``\\x01``, Hive's).
         regex: the regular expression of ``regex`` (one group per column).
         all_or_nothing: refuse a whole request (400) when any line is bad, instead of
@@ -83,12 +94,7 @@ class TableSettings:
     def __post_init__(self) -> None:
         key = f"tables.{self.name}"
         refuse_link(self.name, action="serve")
-        if self.format not in FORMATS:
-            raise ConfigError(f"{key}.format must be one of {FORMATS}, got {self.format!r}")
-        if self.format == "regex" and not self.regex:
-            raise ConfigError(f"{key}.regex is required for format regex")
-        if self.max_record_bytes <= 0:
-            raise ConfigError(f"{key}.max_record_bytes must be > 0")
+        check_fields(self, TABLE_FIELDS, prefix=f"{key}.")
         if any(not t for t in self.tokens):
             raise ConfigError(f"{key}.tokens must not hold empty tokens")
         if not self.content_types:
@@ -96,6 +102,8 @@ class TableSettings:
         # Build the record writer once here: a setting it refuses (a regex that does not
         # compile, a delimiter of two characters) must stop the server at start, naming
         # the key, not turn every request into a 503.
+        if self.format == "regex" and not self.regex:
+            raise ConfigError(f"{key}.format regex needs {key}.regex")
         setting = {"regex": "regex", "delimited": "delimiter"}.get(self.format)
         try:
             record_writer(self)
@@ -110,15 +118,11 @@ class TableSettings:
 
 
 def record_writer(t: TableSettings) -> RecordWriter:
-    """The table's configured record writer (``ConfigError`` for a setting it refuses)."""
-    if t.format == "json":
-        return StrictJsonWriter(max_record_bytes=t.max_record_bytes)
-    if t.format == "delimited":
-        return StrictDelimitedInputWriter(
-            field_delimiter=t.delimiter, max_record_bytes=t.max_record_bytes
-        )
-    assert t.regex is not None  # TableSettings checks it
-    return StrictRegexWriter(regex=t.regex, max_record_bytes=t.max_record_bytes)
+    """The table's configured record writer (``acidstream.ingest.record_writers``' one
+    factory; ``ConfigError`` for a setting it refuses)."""
+    return record_writer_for(
+        t.format, delimiter=t.delimiter, regex=t.regex, max_record_bytes=t.max_record_bytes
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,9 +167,7 @@ class Limits:
     max_connections: int = 1000
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if getattr(self, f.name) <= 0:
-                raise ConfigError(f"limits.{f.name} must be > 0")
+        check_fields(self, LIMIT_FIELDS, prefix="limits.")
         if self.max_decoded_bytes < self.max_body_bytes:
             raise ConfigError("limits.max_decoded_bytes must be >= limits.max_body_bytes")
 
@@ -184,10 +186,7 @@ class CommitWindow:
     max_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
-        if self.max_delay_ms < 0:
-            raise ConfigError("commit.max_delay_ms must be >= 0")
-        if self.max_rows <= 0 or self.max_bytes <= 0:
-            raise ConfigError("commit.max_rows and commit.max_bytes must be > 0")
+        check_fields(self, COMMIT_FIELDS, prefix="commit.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,25 +215,16 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     commit: CommitWindow = field(default_factory=CommitWindow)
     flume: FlumeSettings = field(default_factory=FlumeSettings)
-    # Deprecated: the txn timeout is the metastore's (``acidstream config set txn_timeout_s``);
-    # a value here must equal it (checked when the server opens the metastore).
-    txn_timeout_s: float | None = None
+    # No txn_timeout_s: the txn timeout is the metastore's (``acidstream config set
+    # txn_timeout_s``); a config file naming it is refused (SERVER_FIELDS).
     housekeeping_interval_s: float = 60.0
     idempotency_retention_s: float = 86_400.0
     shutdown_timeout_s: float = 30.0
     log_level: str = "info"
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"listen.port must be 0..65535, got {self.port}")
-        if (self.txn_timeout_s is not None and self.txn_timeout_s <= 0) or (
-            self.housekeeping_interval_s <= 0
-        ):
-            raise ConfigError("txn_timeout_s and housekeeping_interval_s must be > 0")
-        if self.shutdown_timeout_s <= 0:
-            raise ConfigError("shutdown_timeout_s must be > 0")
-        if self.txn_timeout_s is not None:
-            self.check_retention(self.txn_timeout_s)
+        check_fields(self, LISTEN_FIELDS, prefix="listen.")
+        check_fields(self, SERVER_FIELDS)
         ft = self.flume.default_table
         if ft is not None and str(TableName.parse(ft)) not in self.tables:
             raise ConfigError(f"flume.default_table {ft!r} is not one of tables")
@@ -266,127 +256,99 @@ class ServerConfig:
         overrides: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> ServerConfig:
-        """Merge the YAML file < environment < ``overrides`` (``host``, ``port``,
-        ``metastore``, ``warehouse``; ``None`` values are ignored)."""
-        raw = read_config_file(path) if path is not None else {}
-        environ = os.environ if env is None else env
-        listen = _section(raw, "listen", ("host", "port"))
-        top: dict[str, Any] = {"host": listen.get("host"), "port": listen.get("port")}
-        for key in ("metastore", "warehouse"):
-            top[key] = raw.get(key)
-        for key, var in (("metastore", ENV_METASTORE), ("warehouse", ENV_WAREHOUSE),
-                         ("host", ENV_HOST), ("port", ENV_PORT)):  # fmt: skip
-            if environ.get(var):
-                top[key] = environ[var]
+        """Merge the YAML file < environment < ``overrides`` (the command line's: ``host``,
+        ``port``, ``metastore``, ``warehouse``; ``None`` values are ignored)."""
+        flags: dict[tuple[str, ...], Any] = {}
         for k, v in (overrides or {}).items():
-            if k not in ("host", "port", "metastore", "warehouse"):
-                raise ConfigError(f"unknown override {k!r}")
-            if v is not None:
-                top[k] = v
-        allowed = {
-            "listen", "metastore", "warehouse", "tables", "limits", "commit", "flume",
-            "txn_timeout_s", "housekeeping_interval_s", "idempotency_retention_s",
-            "shutdown_timeout_s", "log_level",
-        }  # fmt: skip
-        unknown = sorted(set(raw) - allowed)
-        if unknown:
-            raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
-        tables = _tables(raw.get("tables"))
-        kwargs: dict[str, Any] = {
-            "tables": tables,
-            "limits": _build(Limits, _section(raw, "limits", _names(Limits)), "limits"),
-            "commit": _build(CommitWindow, _section(raw, "commit", _names(CommitWindow)), "commit"),
-            "flume": _build(FlumeSettings, _section(raw, "flume", _names(FlumeSettings)), "flume"),
-        }
-        for key in ("txn_timeout_s", "housekeeping_interval_s", "idempotency_retention_s",
-                    "shutdown_timeout_s"):  # fmt: skip
-            if raw.get(key) is not None:
-                kwargs[key] = _number(raw[key], key, float)
-        if raw.get("log_level") is not None:
-            kwargs["log_level"] = str(raw["log_level"]).lower()
-        if top.get("host"):
-            kwargs["host"] = str(top["host"])
-        if top.get("port") is not None:
-            kwargs["port"] = _number(top["port"], "listen.port", int)
-        for key in ("metastore", "warehouse"):
-            if top.get(key):
-                kwargs[key] = str(top[key])
-        return cls(**kwargs)
+            if k not in _OVERRIDES:
+                raise ConfigError(f"unknown override {k!r} (known: {', '.join(_OVERRIDES)})")
+            flags[_OVERRIDES[k]] = v
+        tree = load_layers(
+            path,
+            env=os.environ if env is None else env,
+            env_vars=_ENV_VARS,
+            flags=flags,
+            flag_names={keys: f"--{k}" for k, keys in _OVERRIDES.items()},
+        )
+        kwargs = parse_section(tree, SERVER_FIELDS, sections=_SECTIONS)
+        kwargs.update(parse_section(section(tree, "listen"), LISTEN_FIELDS, prefix="listen."))
+        return cls(
+            **kwargs,
+            tables=_tables(tree),
+            limits=Limits(**_parsed(tree, "limits", LIMIT_FIELDS)),
+            commit=CommitWindow(**_parsed(tree, "commit", COMMIT_FIELDS)),
+            flume=FlumeSettings(**_parsed(tree, "flume", FLUME_FIELDS)),
+        )
 
 
-def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+# The keys of each section, typed and bounded once (acidstream.acid.config_fields); the
+# dataclasses' __post_init__ re-check the bounds for objects built in Python.
+TABLE_FIELDS = fields_of(
+    TableSettings,
+    Field(name="format", choices=FORMATS),
+    Field(name="max_record_bytes", above=0),
+    skip=("name",),
+)
+LIMIT_FIELDS = fields_of(Limits, *(Field(name=n, above=0) for n in Limits.__dataclass_fields__))
+COMMIT_FIELDS = fields_of(
+    CommitWindow,
+    Field(name="max_delay_ms", min=0),
+    Field(name="max_rows", above=0),
+    Field(name="max_bytes", above=0),
+)
+FLUME_FIELDS = fields_of(FlumeSettings)
+LISTEN_FIELDS = {
+    k: v
+    for k, v in fields_of(
+        ServerConfig,
+        Field(name="port", min=0, max=65535),
+        skip=("tables", "limits", "commit", "flume"),
+    ).items()
+    if k in ("host", "port")
+}
+SERVER_FIELDS = {
+    k: v
+    for k, v in fields_of(
+        ServerConfig,
+        Field(name="housekeeping_interval_s", above=0),
+        Field(name="idempotency_retention_s", above=0),
+        Field(name="shutdown_timeout_s", above=0),
+        Field(name="log_level", choices=LOG_LEVELS),
+        skip=("tables", "limits", "commit", "flume"),
+        extra=(txn_timeout_removed(),),
+    ).items()
+    if k not in LISTEN_FIELDS
+}
+_SECTIONS = ("listen", "tables", "limits", "commit", "flume")
+_ENV_VARS = {
+    ("metastore",): ENV_METASTORE,
+    ("warehouse",): ENV_WAREHOUSE,
+    ("listen", "host"): ENV_HOST,
+    ("listen", "port"): ENV_PORT,
+}
+_OVERRIDES = {
+    "host": ("listen", "host"),
+    "port": ("listen", "port"),
+    "metastore": ("metastore",),
+    "warehouse": ("warehouse",),
+}
 
 
-def _section(raw: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> dict[str, Any]:
-    value = raw.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{name} must be a mapping")
-    unknown = sorted(set(value) - set(allowed))
-    if unknown:
-        raise ConfigError(f"unknown config key(s): {', '.join(f'{name}.{k}' for k in unknown)}")
-    return {k: v for k, v in value.items() if v is not None}
+def _parsed(tree: Tree, name: str, specs: Mapping[str, Field]) -> dict[str, Any]:
+    return parse_section(section(tree, name), specs, prefix=f"{name}.")
 
 
-def _number(value: Any, key: str, kind: type[int] | type[float]) -> Any:
-    if isinstance(value, bool):
-        raise ConfigError(f"{key} must be a number, got {value!r}")
-    try:
-        return kind(value)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{key} must be a number, got {value!r}") from e
-
-
-def _typed(cls: type, values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """Coerce YAML/env strings to each field's declared type, naming the key on failure."""
-    out: dict[str, Any] = {}
-    types = {f.name: str(f.type) for f in fields(cls)}
-    for k, v in values.items():
-        t = types[k]
-        key = f"{prefix}.{k}"
-        if t == "bool":
-            if not isinstance(v, bool):
-                raise ConfigError(f"{key} must be true or false, got {v!r}")
-            out[k] = v
-        elif t == "int":
-            out[k] = _number(v, key, int)
-        elif t == "float":
-            out[k] = _number(v, key, float)
-        elif t.startswith("tuple"):
-            if isinstance(v, str) or not isinstance(v, list | tuple):
-                raise ConfigError(f"{key} must be a list")
-            out[k] = tuple(str(x) for x in v)
-        else:
-            out[k] = None if v is None else str(v)
-    return out
-
-
-def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
-    return cls(**_typed(cls, values, prefix))
-
-
-def _tables(raw: Any) -> dict[str, TableSettings]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError("tables must be a mapping of db.table -> settings")
-    allowed = tuple(n for n in _names(TableSettings) if n != "name")
+def _tables(tree: Tree) -> dict[str, TableSettings]:
     out: dict[str, TableSettings] = {}
-    for name, settings in raw.items():
-        prefix = f"tables.{name}"
-        settings = settings or {}
-        if not isinstance(settings, Mapping):
-            raise ConfigError(f"{prefix} must be a mapping")
-        unknown = sorted(set(settings) - set(allowed))
-        if unknown:
+    for name, node in section(tree, "tables").items():
+        prefix = f"tables.{name}."
+        if isinstance(node, Sourced) and node.value is not None:
             raise ConfigError(
-                f"unknown config key(s): {', '.join(f'{prefix}.{k}' for k in unknown)}"
+                f"tables.{name} must be a mapping of settings, got {node.value!r} ({node.source})"
             )
-        values = _typed(TableSettings, {k: v for k, v in settings.items() if v is not None}, prefix)
-        t = TableSettings(name=str(name), **values)
+        settings: Tree = node if isinstance(node, dict) else {}
+        t = TableSettings(name=name, **parse_section(settings, TABLE_FIELDS, prefix=prefix))
         if t.qualified in out:
-            raise ConfigError(f"{prefix}: table configured twice")
+            raise ConfigError(f"tables.{name}: table configured twice")
         out[t.qualified] = t
     return out

@@ -103,8 +103,6 @@ class TableWriter:
         max_queue: requests waiting for a commit beyond which :meth:`submit` refuses (429).
         index: the server's idempotency index (told about committed keys).
         metrics: the server's metrics.
-        txn_timeout_s: deprecated (the server config's): ``None``, or the metastore's
-            txn timeout, which heartbeats follow; another value is refused at open.
     """
 
     def __init__(
@@ -116,7 +114,6 @@ class TableWriter:
         max_queue: int,
         index: IdempotencyIndex,
         metrics: Metrics,
-        txn_timeout_s: float | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.qualified
@@ -126,7 +123,6 @@ class TableWriter:
         self._index = index
         self._metrics = metrics
         self._options = StreamingOptions(
-            txn_timeout_s=txn_timeout_s,
             housekeeping_interval_s=None,  # the server runs one housekeeper for all tables
             dead_letter_path=settings.dead_letter_path,
             agent_info=f"acidstream-http:{self.name}",
