@@ -203,3 +203,15 @@ def test_spark_acidtable_source_equals_the_model(
     for name in ("update", "split_update", "delete", "merge", "multi"):
         before = w[name] - 1
         assert read(asOfWriteId=before) == t.expected(as_of=before), name
+    # After a minor compaction of the partition (its outputs keep every event), the same.
+    from acidstream.compaction import Cleaner, Worker
+    from acidstream.txn.compaction_sql import CompactionQueue
+
+    q = CompactionQueue(store)
+    q.request("default", "t", "ds=a", major=False)
+    out = Worker(store, queue=q).run_once()
+    assert out is not None and out.state == "r", out
+    Cleaner(store).run_once()
+    assert read() == t.expected()
+    before = w["merge"] - 1
+    assert read(asOfWriteId=before) == t.expected(as_of=before)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from acidstream.acid import layout
 from acidstream.acid.writer import write_delete_delta, write_delta
+from acidstream.compaction import Cleaner, Worker
 from acidstream.recovery.fsck import EXIT_CLEAN, EXIT_WARNINGS, fsck_table
 from acidstream.recovery.repair import repair_table
+from acidstream.txn.compaction_sql import CompactionQueue
 from acidstream.txn.locks import DataOperationType, LockComponent, LockRequest, LockType
 from acidstream.txn.store import TxnStore
 from tests.acid.test_mutation_read import build_history
@@ -47,6 +49,26 @@ def test_fsck_finds_a_mutated_table_clean_and_repair_plans_nothing(store: TxnSto
     applied = repair_table(store, t.table, apply=True)
     assert applied.actions == () and applied.after is not None and applied.after.findings == ()
     assert {p: _names(t, p) for p in ("ds=a", "ds=b")} == before
+
+
+def test_after_compaction_the_mutation_dirs_are_obsolete_until_cleaned(store: TxnStore) -> None:
+    """Compacted mutation directories are ``obsolete_dir`` (information: the Cleaner's
+    work, nothing for repair); once cleaned, nothing is reported."""
+    t = MutationTable(store, create_table(store))
+    build_history(t)
+    mutation_dirs = _names(t)
+    q = CompactionQueue(store)
+    q.request("default", "t", None, major=False)
+    out = Worker(store, queue=q).run_once()
+    assert out is not None and out.state == "r", out
+    report = fsck_table(store, t.table)
+    assert {f.kind for f in report.findings} == {"obsolete_dir"}
+    assert {Path(f.path).name for f in report.findings} == mutation_dirs
+    assert report.exit_code == EXIT_CLEAN
+    assert repair_table(store, t.table).actions == ()
+    Cleaner(store).run_once()
+    assert fsck_table(store, t.table).findings == ()
+    assert rows_of(t.read()) == t.expected()
 
 
 def test_an_aborted_mutation_is_an_aborted_leftover(store: TxnStore) -> None:
