@@ -224,14 +224,6 @@ def _merge_builder(args: argparse.Namespace, t: Table, source: pa.Table) -> Merg
     """The MERGE of the options: the DELETE clause first (the first matching WHEN clause
     wins, so a row ``--delete-when`` selects is deleted, not updated), then UPDATE SET *,
     then INSERT *."""
-    if args.update_when is not None and not args.update:
-        raise ConfigError("--update-when and --no-update contradict each other")
-    if args.insert_when is not None and not args.insert:
-        raise ConfigError("--insert-when and --no-insert contradict each other")
-    if args.delete_when is None and not args.update and not args.insert:
-        raise ConfigError(
-            "nothing to do: --no-update and --no-insert without --delete-when leave no WHEN clause"
-        )
     b = t.merge(
         source,
         on=_merge_on(args.on),
@@ -247,7 +239,21 @@ def _merge_builder(args: argparse.Namespace, t: Table, source: pa.Table) -> Merg
     return b
 
 
+def _check_merge_options(args: argparse.Namespace) -> None:
+    """Options that contradict each other, refused before the table or the file is read."""
+    if args.update_when is not None and not args.update:
+        raise ConfigError("--update-when and --no-update contradict each other")
+    if args.insert_when is not None and not args.insert:
+        raise ConfigError("--insert-when and --no-insert contradict each other")
+    if args.delete_when is None and not args.update and not args.insert:
+        raise ConfigError(
+            "nothing to do: --no-update and --no-insert without --delete-when leave no WHEN clause"
+        )
+    _merge_on(args.on)
+
+
 def _cmd_merge(args: argparse.Namespace) -> int:
+    _check_merge_options(args)
     t = _handle(args, "merge into")
     source = read_source(args.source, fmt=args.source_format, schema=t.schema)
     builder = _merge_builder(args, t, source)

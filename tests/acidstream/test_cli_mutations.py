@@ -369,7 +369,7 @@ def _src(tmp_path: Path, name: str, text: str | bytes) -> str:
     [
         "unknown column", "bad sql", "bad set", "set unknown column", "missing table",
         "link", "outside namespace", "bad jsonl", "bad parquet", "unknown format",
-        "missing source", "cardinality", "on mixed", "no clause", "lossy set",
+        "missing source", "cardinality", "on mixed", "no clause", "lossy set", "contradiction",
     ],
 )  # fmt: skip
 def test_refusals_are_one_line_with_the_documented_code_and_write_nothing(
@@ -407,6 +407,8 @@ def test_refusals_are_one_line_with_the_documented_code_and_write_nothing(
         "no clause": (["merge", kv, "--source", good, "--on", "id", "--no-update",
                        "--no-insert"], EXIT_ERROR, "nothing to do"),
         "lossy set": (["update", kv, "--set", "id = n", "--all"], EXIT_ERROR, "CAST"),
+        "contradiction": (["merge", kv, "--source", good, "--on", "id", "--no-insert",
+                           "--insert-when", "src.v = 'x'"], EXIT_ERROR, "contradict"),
     }[case]  # fmt: skip
     line = _refused(cli(*argv), code, fragment)
     assert line.startswith("acidstream: error: "), line
