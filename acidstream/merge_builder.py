@@ -16,6 +16,7 @@ driver side (the calling process).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -56,21 +57,19 @@ class MergeBuilder:
         on: Sequence[str] | str,
         source_alias: str = "src",
         target_alias: str = "tgt",
-        _clauses: tuple[Clause, ...] = (),
     ) -> None:
         self._run = run
-        table = source if isinstance(source, MergeSpec) else None
-        self._spec = table or MergeSpec(
+        self._spec = MergeSpec(
             source=source_table(source),
             on=on if isinstance(on, str) else tuple(on),
             source_alias=source_alias,
             target_alias=target_alias,
-            clauses=_clauses,
         )
 
     def _with(self, clause: Clause) -> MergeBuilder:
-        spec = dataclasses.replace(self._spec, clauses=(*self._spec.clauses, clause))
-        return MergeBuilder(self._run, spec, on=())
+        new = copy.copy(self)  # the builder is immutable: the old one keeps its clauses
+        new._spec = dataclasses.replace(self._spec, clauses=(*self._spec.clauses, clause))
+        return new
 
     @property
     def spec(self) -> MergeSpec:

@@ -24,8 +24,9 @@ gives ``delta_W_W_0000`` (insert), ``delete_delta_W_W_0001`` + ``delta_W_W_0001`
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,29 +123,27 @@ def source_table(source: Any) -> pa.Table:
     return t.rename_columns(names)
 
 
-def _qualify(t: pa.Table | pa.Schema, alias: str) -> Any:
-    names = (
-        [f"{alias}.{n}" for n in t.names]
-        if isinstance(t, pa.Schema)
-        else [f"{alias}.{n}" for n in t.column_names]
-    )
-    if isinstance(t, pa.Schema):
-        return pa.schema([f.with_name(n) for f, n in zip(t, names, strict=True)])
-    return t.rename_columns(names)
+def _qualified_schema(schema: pa.Schema, alias: str) -> pa.Schema:
+    return pa.schema([f.with_name(f"{alias}.{f.name}") for f in schema])
 
 
+def _qualified(table: pa.Table, alias: str) -> pa.Table:
+    return table.rename_columns([f"{alias}.{n}" for n in table.column_names])
+
+
+@dataclass(frozen=True)
 class _Compiled:
-    def __init__(
-        self,
-        kind: str,
-        statement_id: int,
-        condition: pc.Expression | None,
-        values: dict[str, pc.Expression],
-    ) -> None:
-        self.kind = kind
-        self.statement_id = statement_id
-        self.condition = condition
-        self.values = values
+    """A WHEN clause compiled: its kind, statement id, condition and values (by column)."""
+
+    kind: str  # "insert", "update" or "delete"
+    condition: pc.Expression | None
+    values: dict[str, pc.Expression]
+    statement_id: int = -1
+
+
+# The statement ids go to the INSERT clauses first, then UPDATE, then DELETE (the seed's
+# example: the INSERT clause of WHEN MATCHED UPDATE / WHEN NOT MATCHED INSERT is 0000).
+_STATEMENT_ORDER = {"insert": 0, "update": 1, "delete": 2}
 
 
 class MergePlan:
@@ -160,96 +159,77 @@ class MergePlan:
         self.src_alias, self.tgt_alias = s, ta
         self.source = spec.source
         self.target_schema = target_schema
-        tnames = {f.name.lower(): f for f in target_schema}
-        snames = {f.name: f for f in self.source.schema}
-        self.keys = self._keys(spec.on, tnames, snames)
-        src_q = _qualify(self.source.schema, s)
-        tgt_q = _qualify(target_schema, ta)
-        self.joined_schema = pa.schema(list(tgt_q) + list(src_q))
-        self.source_schema = src_q
-        quals = {ta: f"{ta}.", s: f"{s}."}
-        src_quals = {s: f"{s}."}
-        _Item = tuple[str, pc.Expression | None, dict[str, pc.Expression]]
-        inserts: list[_Item] = []
-        updates: list[_Item] = []
-        deletes: list[_Item] = []
-        for c in spec.clauses:
-            if isinstance(c, NotMatchedInsert):
-                values = (
-                    {f.name: pc.field(f"{s}.{f.name}") for f in target_schema if f.name in snames}
-                    if c.insert_all
-                    else {}
+        self._tnames = {f.name.lower(): f for f in target_schema}
+        self._snames = {f.name: f for f in self.source.schema}
+        self.keys = self._keys(spec.on, self._tnames, self._snames)
+        self.source_schema = _qualified_schema(self.source.schema, s)
+        self.joined_schema = pa.schema(
+            list(_qualified_schema(target_schema, ta)) + list(self.source_schema)
+        )
+        compiled = [self._compile(c) for c in spec.clauses]
+        order = sorted(range(len(compiled)), key=lambda i: (_STATEMENT_ORDER[compiled[i].kind], i))
+        for stmt, i in enumerate(order):
+            compiled[i] = dataclasses.replace(compiled[i], statement_id=stmt)
+        # Matching keeps the caller's order: the first clause whose condition holds wins.
+        self.matched = [c for c in compiled if c.kind != "insert"]
+        self.not_matched = [c for c in compiled if c.kind == "insert"]
+
+    # -------------------------------------------------------------- clauses
+    def _column(self, name: str, what: str) -> pa.Field:
+        f = self._tnames.get(name.lower())
+        if f is None:
+            raise ConfigError(f"{what} names unknown column {name!r}")
+        return f
+
+    def _from_source(self, skip: Collection[str] = ()) -> dict[str, pc.Expression]:
+        """``*``: every target column from the source column of its name."""
+        return {
+            f.name: pc.field(f"{self.src_alias}.{f.name}")
+            for f in self.target_schema
+            if f.name in self._snames and f.name not in skip
+        }
+
+    def _compile(self, c: Clause) -> _Compiled:
+        s = self.src_alias
+        both = {self.tgt_alias: f"{self.tgt_alias}.", s: f"{s}."}
+        if isinstance(c, NotMatchedInsert):
+            # An INSERT's values and condition see the source row only.
+            only_src = {s: f"{s}."}
+            values = self._from_source() if c.insert_all else {}
+            for col, v in c.values.items():
+                f = self._column(col, "INSERT")
+                values[f.name] = compile_value(
+                    v, self.source_schema, target=f, qualifiers=only_src, default_qualifier=s
                 )
-                for col, v in c.values.items():
-                    f = tnames.get(col.lower())
-                    if f is None:
-                        raise ConfigError(f"INSERT names unknown column {col!r}")
-                    values[f.name] = compile_value(
-                        v, src_q, target=f, qualifiers=src_quals, default_qualifier=s
-                    )
-                if not values:
-                    raise ConfigError("a WHEN NOT MATCHED INSERT clause inserts no column")
-                for name, v in values.items():
-                    compile_value(v, src_q, target=tnames[name])
-                cond = (
-                    None
-                    if c.condition is None
-                    else compile_predicate(
-                        c.condition, src_q, qualifiers=src_quals, default_qualifier=s
-                    )
+            if not values:
+                raise ConfigError("a WHEN NOT MATCHED INSERT clause inserts no column")
+            for name, v in values.items():
+                compile_value(v, self.source_schema, target=self._tnames[name])
+            cond = None
+            if c.condition is not None:
+                cond = compile_predicate(
+                    c.condition, self.source_schema, qualifiers=only_src, default_qualifier=s
                 )
-                inserts.append(("insert", cond, values))
-            elif isinstance(c, MatchedUpdate):
-                values = {}
-                if c.all_except is not None:
-                    skip = {x.lower() for x in c.all_except}
-                    for x in skip:
-                        if x not in tnames:
-                            raise ConfigError(f"except_columns names unknown column {x!r}")
-                    values = {
-                        f.name: pc.field(f"{s}.{f.name}")
-                        for f in target_schema
-                        if f.name in snames and f.name not in skip
-                    }
-                for col, v in c.set.items():
-                    f = tnames.get(col.lower())
-                    if f is None:
-                        raise ConfigError(f"UPDATE sets unknown column {col!r}")
-                    values[f.name] = compile_value(
-                        v, self.joined_schema, target=f, qualifiers=quals
-                    )
-                if not values:
-                    raise ConfigError("a WHEN MATCHED UPDATE clause sets no column")
-                for name, v in values.items():
-                    compile_value(v, self.joined_schema, target=tnames[name])
-                cond = (
-                    None
-                    if c.condition is None
-                    else compile_predicate(c.condition, self.joined_schema, qualifiers=quals)
-                )
-                updates.append(("update", cond, values))
-            elif isinstance(c, MatchedDelete):
-                cond = (
-                    None
-                    if c.condition is None
-                    else compile_predicate(c.condition, self.joined_schema, qualifiers=quals)
-                )
-                deletes.append(("delete", cond, {}))
-            else:
-                raise ConfigError(f"unknown MERGE clause {c!r}")
-        # Statement ids: INSERT clauses, then UPDATE clauses, then DELETE clauses; matching
-        # keeps the caller's order (the first clause whose condition holds wins).
-        stmt: dict[int, int] = {}
-        for i, item in enumerate(inserts + updates + deletes):
-            stmt[id(item)] = i
-        queues = {"insert": iter(inserts), "update": iter(updates), "delete": iter(deletes)}
-        self.matched: list[_Compiled] = []
-        self.not_matched: list[_Compiled] = []
-        for c in spec.clauses:
-            k = _kind(c)
-            kind, cond, values = item = next(queues[k])
-            comp = _Compiled(kind, stmt[id(item)], cond, values)
-            (self.not_matched if k == "insert" else self.matched).append(comp)
+            return _Compiled("insert", cond, values)
+        cond = None
+        if c.condition is not None:
+            cond = compile_predicate(c.condition, self.joined_schema, qualifiers=both)
+        if isinstance(c, MatchedDelete):
+            return _Compiled("delete", cond, {})
+        if not isinstance(c, MatchedUpdate):
+            raise ConfigError(f"unknown MERGE clause {c!r}")
+        values = {}
+        if c.all_except is not None:
+            skip = {self._column(x, "except_columns").name for x in c.all_except}
+            values = self._from_source(skip)
+        for col, v in c.set.items():
+            f = self._column(col, "UPDATE")
+            values[f.name] = compile_value(v, self.joined_schema, target=f, qualifiers=both)
+        if not values:
+            raise ConfigError("a WHEN MATCHED UPDATE clause sets no column")
+        for name, v in values.items():
+            compile_value(v, self.joined_schema, target=self._tnames[name])
+        return _Compiled("update", cond, values)
 
     # -------------------------------------------------------------- keys
     def _keys(
@@ -329,7 +309,9 @@ class MergePlan:
                 sub = joined.filter(m)
                 cols = []
                 for f, qf in zip(
-                    self.target_schema, _qualify(self.target_schema, self.tgt_alias), strict=True
+                    self.target_schema,
+                    _qualified_schema(self.target_schema, self.tgt_alias),
+                    strict=True,
                 ):
                     if f.name in c.values:
                         cols.append(cast_to(evaluate(sub, c.values[f.name]), f))
@@ -347,7 +329,7 @@ class MergePlan:
                 pa.array(np.arange(src.num_rows, dtype=np.int64)),
                 value_set=pairs.column("__s").combine_chunks(),
             )
-            rest = _qualify(src.filter(pc.invert(matched_src)), self.src_alias)
+            rest = _qualified(src.filter(pc.invert(matched_src)), self.src_alias)
             remaining = pa.array(np.ones(rest.num_rows, dtype=bool))
             for c in self.not_matched:
                 if rest.num_rows == 0:
@@ -481,12 +463,6 @@ def _on_condition(text: str, src: str, tgt: str) -> list[tuple[str, str]]:
             )
         pairs.append((sides[src], sides[tgt]))
     return pairs
-
-
-def _kind(c: Clause) -> str:
-    if isinstance(c, NotMatchedInsert):
-        return "insert"
-    return "update" if isinstance(c, MatchedUpdate) else "delete"
 
 
 def _no_null(t: pa.Table, names: Sequence[str]) -> pa.Array:

@@ -25,12 +25,13 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from acidstream.acid.errors import ConfigError
+from acidstream.acid.list_bucketing import SkewedInfo
 from acidstream.acid.list_bucketing_prune import partition_skews
 from acidstream.acid.orc_options import OrcWriterOptions
 from acidstream.acid.partition_name import make_partition_name
-from acidstream.acid.partitions import Partition, discover_partitions
+from acidstream.acid.partitions import Partition, PartitionValues, discover_partitions
 from acidstream.acid.placement import Placement, TableLayout
-from acidstream.acid.read_plan import ROW_ID_COLUMN
+from acidstream.acid.read_plan import ROW_ID_COLUMN, ROW_ID_TYPE
 from acidstream.acid.reader import scan
 from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
 from acidstream.acid.storage import Storage
@@ -58,7 +59,7 @@ class Target:
     write_ids: ValidWriteIdList
     txns: ValidTxnList
     options: OrcWriterOptions
-    skews: dict[tuple[tuple[str, str | None], ...], object]
+    skews: dict[PartitionValues, SkewedInfo]
 
     @classmethod
     def open(cls, store: TxnStore, table: TableDef, txn_id: int) -> Target:
@@ -79,7 +80,7 @@ class Target:
             write_ids=wids,
             txns=txns,
             options=OrcWriterOptions().for_table(table.parameters),
-            skews=dict(skews),
+            skews=skews,
         )
 
     @property
@@ -162,7 +163,7 @@ def read_rows(
     with ROW__ID first (``row__id`` struct<writeid, bucketid, rowid>) and every column
     of :attr:`Target.schema` (or ``columns``)."""
     out_schema = pa.schema(
-        [pa.field(ROW_ID_COLUMN, _row_id_type())]
+        [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)]
         + [f for f in target.schema if columns is None or f.name in set(columns)]
     )
     tables: list[pa.Table] = []
@@ -176,7 +177,7 @@ def read_rows(
             filter=where,
             schema=target.table.schema,
             storage=target.storage,
-            skews=target.skews,  # type: ignore[arg-type]
+            skews=target.skews,
             partition_keys=target.partition_names,
             buckets=buckets,
         )
@@ -186,9 +187,3 @@ def read_rows(
     if not tables:
         return out_schema.empty_table()
     return pa.concat_tables(tables)
-
-
-def _row_id_type() -> pa.DataType:
-    from acidstream.acid.read_plan import ROW_ID_TYPE
-
-    return ROW_ID_TYPE
