@@ -19,9 +19,6 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent import futures
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
@@ -44,6 +41,7 @@ from acidstream.acid.table_name import TableName
 from acidstream.acid.table_writer import TableWriter, WriteTarget
 from acidstream.acid.writer import AcidFileWriter
 from acidstream.ingest.dead_letter import DeadLetterWriter
+from acidstream.ingest.footer_sync import FooterSyncer, PendingFooters
 from acidstream.ingest.parse_ahead import AheadParser, ParsedBlock, parse_stream
 from acidstream.ingest.record_writers import BoundRecordWriter, RecordWriter
 from acidstream.ingest.static_partition import canonical_partition_values, static_partition_values
@@ -111,7 +109,7 @@ class StreamingConnection(WriteManyReplay):
         # The batch's buffered writer (None between batches).
         self._out: TableWriter | None = None
         self._heartbeater: Heartbeater | None = None
-        self._syncer: ThreadPoolExecutor | None = None  # makes footers durable (commit)
+        self._syncer = FooterSyncer()  # makes footers durable (commit)
         self._housekeeper: Housekeeper | None = None
         self._given: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
         self._dead_letter: DeadLetterWriter | None = None
@@ -634,7 +632,7 @@ class StreamingConnection(WriteManyReplay):
             # its COMMIT, the side files get the new lengths (durably, after the data).
             synced = None
             if footers:
-                synced = _Sync(self._start_sync([w for w, _ in footers]), footers)
+                synced = self._syncer.start(footers, inline=self._store.database.serialises_writers)
             try:
                 b.commit(
                     partitions=sorted(self._touched), key=key, value=value,
@@ -652,41 +650,14 @@ class StreamingConnection(WriteManyReplay):
                 raise
             finally:
                 if synced is not None:
-                    futures.wait([synced.data])  # the files are the writer's again
+                    synced.wait()  # the files are the writer's again
             self._stats.add("committed_transactions")
 
-    def _start_sync(self, files: Sequence[AcidFileWriter]) -> Future[None]:
-        """Start the files' data ``fdatasync``s for a commit.
-
-        A metastore server (PostgreSQL) runs the commit's statements while the sync thread
-        waits for the disk. The embedded SQLite metastore runs them in microseconds, so the
-        writing thread syncs the files itself before the commit begins: handing the work
-        to a thread and back cost more than the overlap saved (the waking thread contends
-        for the interpreter lock with a parse running ahead), and the database's write
-        lock is not held across the wait.
-        """
-        if self._store.database.serialises_writers:
-            done: Future[None] = Future()
-            try:
-                _sync_data(files)
-            except OSError as e:  # raised where the commit waits for it (``_synced``)
-                done.set_exception(e)
-            else:
-                done.set_result(None)
-            return done
-        if self._syncer is None:
-            self._syncer = ThreadPoolExecutor(1, thread_name_prefix="acidstream-sync")
-        return self._syncer.submit(_sync_data, files)
-
-    def _synced(self, b: TransactionBatch, synced: _Sync) -> None:
+    def _synced(self, b: TransactionBatch, synced: PendingFooters) -> None:
         """Wait for the files' sync, then record each new footer in its side file (once);
         a storage failure becomes a typed error."""
         try:
-            synced.data.result()
-            if not synced.recorded:
-                synced.recorded = True
-                for w, length in synced.footers:
-                    w.record_footer(length)
+            synced.record()
         except OSError as e:
             raise storage_error(
                 e,
@@ -729,8 +700,7 @@ class StreamingConnection(WriteManyReplay):
                     self._drop_buffers()
                     self._finish_batch(self._batch)
             finally:
-                if self._syncer is not None:
-                    self._syncer.shutdown(wait=True)
+                self._syncer.shutdown()
                 if self._heartbeater is not None:
                     self._heartbeater.stop()
                 if self._housekeeper is not None:
@@ -745,23 +715,6 @@ class StreamingConnection(WriteManyReplay):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(slots=True)
-class _Sync:
-    """A commit's files being made durable: their ``fdatasync``s (``_start_sync``), then
-    the footers to record in the side files (once, by the writing thread)."""
-
-    data: Future[None]
-    footers: Sequence[tuple[AcidFileWriter, int]]
-    recorded: bool = False
-
-
-def _sync_data(files: Sequence[AcidFileWriter]) -> None:
-    """Make each file durable up to its new footer (the sync thread or the writing thread;
-    the writing thread waits for it before recording the footers and committing)."""
-    for w in files:
-        w.sync_data()
 
 
 def _row_tuples(rows: Iterable[Sequence[Any]], width: int) -> list[tuple[Any, ...]]:

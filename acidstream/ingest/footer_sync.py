@@ -1,0 +1,87 @@
+"""Making a commit's footers durable: the files' ``fdatasync``s, then their side files.
+
+Split from :mod:`acidstream.ingest.connection` (caller side: the connection's writing
+thread). At a txn boundary of a multi-txn batch each file gets an intermediate footer
+(:meth:`acidstream.acid.table_writer.TableWriter.write_footers`); before the commit's
+metastore transaction commits, the data must be durable and only then may each side
+file name the new length. :class:`FooterSyncer` starts the syncs (on its thread, or on
+the caller's), :class:`PendingFooters` records the lengths once they are done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from acidstream.acid.file_writer import AcidFileWriter
+
+__all__ = ["FooterSyncer", "PendingFooters"]
+
+
+@dataclass(slots=True)
+class PendingFooters:
+    """A commit's files being made durable: their ``fdatasync``s (:meth:`FooterSyncer.start`),
+    then the footers to record in the side files (once, by the writing thread)."""
+
+    data: Future[None]
+    footers: Sequence[tuple[AcidFileWriter, int]]
+    recorded: bool = False
+
+    def record(self) -> None:
+        """Wait for the files' sync, then record each new footer in its side file (once).
+        A storage failure raises its ``OSError``."""
+        self.data.result()
+        if not self.recorded:
+            self.recorded = True
+            for w, length in self.footers:
+                w.record_footer(length)
+
+    def wait(self) -> None:
+        """Wait until the sync ended, however it ended (the files are the writer's again)."""
+        futures.wait([self.data])
+
+
+class FooterSyncer:
+    """Starts the data ``fdatasync``s of a commit's files (one thread, made on first use)."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(
+        self, footers: Sequence[tuple[AcidFileWriter, int]], *, inline: bool
+    ) -> PendingFooters:
+        """Start the syncs of the files of ``footers`` (file, new length).
+
+        A metastore server (PostgreSQL) runs the commit's statements while the sync thread
+        waits for the disk. The embedded SQLite metastore (``inline``) runs them in
+        microseconds, so the writing thread syncs the files itself before the commit
+        begins: handing the work to a thread and back cost more than the overlap saved
+        (the waking thread contends for the interpreter lock with a parse running ahead),
+        and the database's write lock is not held across the wait.
+        """
+        files = [w for w, _ in footers]
+        if inline:
+            done: Future[None] = Future()
+            try:
+                _sync_data(files)
+            except OSError as e:  # raised where the commit waits for it (``record``)
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+            return PendingFooters(done, footers)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="acidstream-sync")
+        return PendingFooters(self._pool.submit(_sync_data, files), footers)
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+def _sync_data(files: Sequence[AcidFileWriter]) -> None:
+    """Make each file durable up to its new footer (the sync thread or the writing thread;
+    the writing thread waits for it before recording the footers and committing)."""
+    for w in files:
+        w.sync_data()
