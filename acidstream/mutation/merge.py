@@ -37,6 +37,7 @@ import sqlglot
 import sqlglot.errors
 from sqlglot import exp
 
+from acidstream.acid import faults
 from acidstream.acid.bucket_hash import bucket_numbers
 from acidstream.acid.errors import CardinalityViolationError, ConfigError
 from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate, mask
@@ -286,6 +287,7 @@ class MergePlan:
                     f"MERGE into {t.table.full_name}: a target row is matched by {worst} source "
                     "rows (hive.merge.cardinality.check); nothing was written"
                 )
+        faults.point("mutation.after_find")
         deleted = updated = inserted = 0
         if self.matched and pairs.num_rows:
             trow = target.take(pairs.column("__t"))

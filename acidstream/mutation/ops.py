@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from acidstream.acid import faults
 from acidstream.acid.errors import ConfigError
 from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate
 from acidstream.mutation.results import MutationResult
@@ -47,6 +48,7 @@ class DeletePlan:
             where=self.where,
             columns=list(t.partition_names),
         )
+        faults.point("mutation.after_find")
         n = 0
         for part, group in by_partition(t, rows):
             n += run.files.delete_events(part, group.column(ROW_ID_COLUMN), DELETE_STATEMENT)
@@ -75,6 +77,7 @@ class UpdatePlan:
     def __call__(self, run: MutationRun) -> MutationResult:
         t = run.target
         rows = read_rows(t, t.prune(t.partitions(), self.where), where=self.where)
+        faults.point("mutation.after_find")
         for part, group in by_partition(t, rows):
             run.files.delete_events(part, group.column(ROW_ID_COLUMN), UPDATE_STATEMENT)
         keep = _keeps_buckets(t, self.values)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from acidstream.acid import faults
 from acidstream.acid.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -157,6 +158,7 @@ def _attempt(
         target = Target.open(store, table, txn)
         files = MutationFiles(target, batch.current_write_id)
         run = MutationRun(target=target, files=files, write_id=batch.current_write_id, txn_id=txn)
+        faults.point("mutation.after_open")
         result = body(run)
         result = _with(
             result,
@@ -165,6 +167,7 @@ def _attempt(
             partitions=tuple(sorted(p for p in files.partitions if p)),
         )
         value = to_json(result) if param is not None else None
+        faults.point("mutation.before_commit")
         try:
             batch.commit(
                 partitions=sorted(p for p in files.partitions if p), key=param, value=value
@@ -173,6 +176,7 @@ def _attempt(
             committed = True  # recovery decides from the store; never delete its files
             raise
         committed = True
+        faults.point("mutation.after_commit")
         return result
     finally:
         try:

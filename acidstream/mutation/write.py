@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from acidstream.acid import layout
+from acidstream.acid import faults, layout
 from acidstream.acid.file_writer import DELETE_OP, AcidFileWriter
 from acidstream.acid.row_keys import RowIdSequence
 from acidstream.mutation.target import Target
@@ -90,6 +90,7 @@ class MutationFiles:
                     self.write_id,
                     None,
                 )
+        faults.point("mutation.after_delete_delta")
         return n
 
     def insert_rows(
@@ -143,6 +144,7 @@ class MutationFiles:
                     self._track(w.path, part)
                     with w:
                         w.insert_arrow(self.write_id, ldata)
+        faults.point("mutation.after_delta")
         return rows.num_rows
 
     def _track(self, path: str, part: str) -> None:
