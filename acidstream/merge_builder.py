@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from acidstream.mutation import (
 )
 from acidstream.mutation.expressions import Expr
 from acidstream.mutation.merge import Clause, source_table
+from acidstream.sinks.spark_merge import is_spark_dataframe, spark_merge_rows, spark_source_schema
 
 __all__ = ["MergeBuilder"]
 
@@ -40,8 +42,9 @@ class MergeBuilder:
 
     Args:
         run: runs the finished spec (the Table handle's: name, metastore, namespace).
-        source: a pyarrow ``Table``/``RecordBatch``/``RecordBatchReader`` or a pandas
-            ``DataFrame``; column names are matched case-insensitively, and source
+        source: a pyarrow ``Table``/``RecordBatch``/``RecordBatchReader``, a pandas
+            ``DataFrame``, or a Spark ``DataFrame`` (then the join runs on Spark and its
+            executors write the files: ``acidstream.sinks.spark_merge``); column names are matched case-insensitively, and source
             columns the table lacks are ignored by the ``*_all`` clauses.
         on: the key columns (named alike in the source and the table), one name, or a
             SQL join condition of equalities ``"src.a = tgt.b AND src.c = tgt.d"``.
@@ -59,8 +62,15 @@ class MergeBuilder:
         target_alias: str = "tgt",
     ) -> None:
         self._run = run
+        # A Spark DataFrame stays where it is (the join runs on Spark at execute); the spec
+        # gets its schema, which is what the clauses are compiled against.
+        self._spark_source = source if is_spark_dataframe(source) else None
         self._spec = MergeSpec(
-            source=source_table(source),
+            source=(
+                spark_source_schema(source).empty_table()
+                if self._spark_source is not None
+                else source_table(source)
+            ),
             on=on if isinstance(on, str) else tuple(on),
             source_alias=source_alias,
             target_alias=target_alias,
@@ -120,11 +130,14 @@ class MergeBuilder:
             CardinalityViolationError: a target row matched by two source rows.
             CommitConflictError: a concurrent mutation of a partition won, retries used up.
         """
+        if self._spark_source is not None:
+            engine = functools.partial(spark_merge_rows, source=self._spark_source)
+            return self._run(
+                self._spec, retries=retries, idempotency_key=idempotency_key, engine=engine
+            )
         return self._run(self._spec, retries=retries, idempotency_key=idempotency_key)
 
     def __repr__(self) -> str:
         s = self._spec
-        return (
-            f"MergeBuilder(on={list(s.on)}, {s.source.num_rows} source rows, "
-            f"{len(s.clauses)} clauses)"
-        )
+        rows = "a Spark DataFrame of" if self._spark_source is not None else s.source.num_rows
+        return f"MergeBuilder(on={list(s.on)}, {rows} source rows, {len(s.clauses)} clauses)"

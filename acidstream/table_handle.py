@@ -438,13 +438,15 @@ class Table:
         ``execute()`` (:class:`~acidstream.merge_builder.MergeBuilder`).
 
         Raises:
-            ConfigError: a source of another kind (pyarrow, pandas only).
+            ConfigError: a source of another kind (pyarrow, pandas, Spark DataFrame).
         """
         from acidstream.merge_builder import MergeBuilder
         from acidstream.mutation import merge_rows
 
-        def run(spec: Any, **kw: Any) -> MergeResult:
-            return self._mutate(merge_rows, spec, **kw)
+        def run(
+            spec: Any, *, engine: Callable[..., MergeResult] = merge_rows, **kw: Any
+        ) -> MergeResult:
+            return self._mutate(engine, spec, **kw)
 
         return MergeBuilder(
             run, source, on=on, source_alias=source_alias, target_alias=target_alias
