@@ -69,6 +69,7 @@ from acidstream.acid.snapshot import (
 from acidstream.acid.storage import Storage
 from acidstream.acid.table_writer import EventKind, TableWriter, WriteTarget
 from acidstream.acid.timestamps import TimestampUnit, with_timestamp_unit
+from acidstream.compaction.self_deleted import drop_self_deleted
 
 __all__ = [
     "CompactorSnapshot",
@@ -807,10 +808,12 @@ def minor(
     inserts: dict[OutKey, list[pa.Table]] = {}
     deletes: dict[OutKey, list[pa.Table]] = {}
     ins_events = conform_events([t for is_del, t in read_back if not is_del], schema)
+    # A row its own write id inserted and deleted would come back in delta_W_W_vT.
+    ins_events, del_events = drop_self_deleted(ins_events, [t for d, t in read_back if d])
     if ins_events is not None:
         _split_by_writer(ins_events, inserts)
-    for is_del, t in read_back:
-        if is_del and t.num_rows:
+    for t in del_events:
+        if t.num_rows:
             _split_by_writer(t, deletes)
     row_type = (
         ins_events.schema.field("row").type if ins_events is not None else row_type_of(schema)

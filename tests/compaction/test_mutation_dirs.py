@@ -72,16 +72,22 @@ def test_minor_compaction_merges_every_statement(store: TxnStore, buckets: int) 
     ]
     ins, dels = _events(out.output_dirs[0]), _events(out.output_dirs[1])
     # Every insert event of every statement, its ROW__ID (statement id in the bucket
-    # property) unchanged: the rows of the MERGE's update clause keep statement 1.
+    # property) unchanged: the rows of the MERGE's update clause keep statement 1. Rows
+    # the multi-statement txn inserted and deleted itself are left out with their delete
+    # events (no snapshot saw them).
+    self_deleted = {k for k, by in t.deleted.items() if by == k[0]}
+    assert len(self_deleted) == 2
     got_ins = {(e["originalTransaction"], e["bucket"], e["rowId"]) for e in ins}
-    assert got_ins == t.inserted
+    assert got_ins == t.inserted - self_deleted
     m = w["merge"]
     assert {bucket_codec.decode(b)[1] for o, b, _ in got_ins if o == m} == {0, 1}
     assert all(e["currentTransaction"] == e["originalTransaction"] for e in ins)
     # Every delete event, each in the file of the deleted row's writer id.
     got_del = [(e["originalTransaction"], e["bucket"], e["rowId"], e["currentTransaction"])
                for e in dels]  # fmt: skip
-    assert sorted(got_del) == sorted((*k, w) for k, w in t.deleted.items())
+    assert sorted(got_del) == sorted(
+        (*k, by) for k, by in t.deleted.items() if k not in self_deleted
+    )
     assert all(e["file"] == layout.bucket_file_name(bucket_codec.decode_writer_id(e["bucket"]))
                for e in dels)  # fmt: skip
     assert all(e["operation"] == 2 and e["row"] is None for e in dels)
@@ -145,6 +151,44 @@ def test_a_second_minor_compaction_of_the_same_pair_is_refused(store: TxnStore) 
         layout.delta_dir_name(1, w, visibility_txn_id=out.txn_id or 0, delete=True),
     ]
     assert rows_of(t.read()) == t.expected()
+
+
+@pytest.mark.parametrize("buckets", [0, 2], ids=["unbucketed", "bucketed"])
+def test_minor_compaction_of_one_write_id_keeps_its_own_deletes(
+    store: TxnStore, buckets: int
+) -> None:
+    """A txn whose later statements delete rows an earlier one inserted, compacted alone
+    (after a major compaction): ``delta_W_W_vT`` + ``delete_delta_W_W_vT`` have no statement
+    ids, so that delete delta no longer applies to that delta (Hive's qualification rule);
+    the compactor leaves such rows and their delete events out, so they stay gone."""
+    t = MutationTable(store, create_table(store, buckets=buckets))
+    t.insert([row(i) for i in range(10)])
+    _compact(store, major=True)
+    Cleaner(store).run_once()
+    with t.txn(DataOperationType.UPDATE) as tx:
+        new = tx.insert([row(i) for i in range(100, 106)], stmt=0)
+        tx.delete([new[0], t.keys_of([3])[0]], stmt=1)
+        tx.update({new[1]: row(101, 7), t.keys_of([4])[0]: row(4, 44)}, stmt=2)
+    w = tx.write_id
+    expected = t.expected()
+    assert rows_of(t.read()) == expected
+    out = _compact(store, major=False)
+    assert [Path(d).name for d in out.output_dirs] == [
+        layout.delta_dir_name(w, w, visibility_txn_id=out.txn_id or 0),
+        layout.delta_dir_name(w, w, visibility_txn_id=out.txn_id or 0, delete=True),
+    ]
+    assert rows_of(t.read()) == expected
+    assert rows_of(t.read(as_of=w - 1)) == t.expected(as_of=w - 1)
+    ins = {(e["originalTransaction"], e["bucket"], e["rowId"]) for e in _events(out.output_dirs[0])}
+    dels = {
+        (e["originalTransaction"], e["bucket"], e["rowId"]) for e in _events(out.output_dirs[1])
+    }
+    assert new[0] not in ins and new[1] not in ins and new[2] in ins
+    # Only the delete events naming older rows (ids 3 and 4 of the first insert) remain.
+    assert dels == {k for k, by in t.deleted.items() if by == w and k[0] != w}
+    assert len(dels) == 2
+    Cleaner(store).run_once()
+    assert rows_of(t.read()) == expected
 
 
 def test_time_travel_before_each_mutation_after_a_minor_compaction(store: TxnStore) -> None:
