@@ -44,8 +44,9 @@ class MergeBuilder:
         run: runs the finished spec (the Table handle's: name, metastore, namespace).
         source: a pyarrow ``Table``/``RecordBatch``/``RecordBatchReader``, a pandas
             ``DataFrame``, or a Spark ``DataFrame`` (then the join runs on Spark and its
-            executors write the files: ``acidstream.sinks.spark_merge``); column names are matched case-insensitively, and source
-            columns the table lacks are ignored by the ``*_all`` clauses.
+            executors write the files: ``acidstream.sinks.spark_merge``); column names
+            are matched case-insensitively, and source columns the table lacks are
+            ignored by the ``*_all`` clauses.
         on: the key columns (named alike in the source and the table), one name, or a
             SQL join condition of equalities ``"src.a = tgt.b AND src.c = tgt.d"``.
         source_alias / target_alias: the qualifiers of conditions and values
