@@ -215,9 +215,10 @@ def build_plan(
     if filter is not None:
         if isinstance(filter, pc.Expression):
             expr = filter
-            read |= expression_columns(
-                filter, names, types, partition_names, include_row_id=include_row_id
-            )
+            if len(read) < len(names):  # (binding a large IN list costs: skip when all are read)
+                read |= expression_columns(
+                    filter, names, types, partition_names, include_row_id=include_row_id
+                )
         else:
             expr = predicate_expr(filter)
             for item in filter:
