@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid import faults, layout
-from acidstream.acid.bucket_hash import bucket_numbers
+from acidstream.acid.bucket_hash import bucket_numbers, bucket_numbers_arrow
 from acidstream.acid.errors import CardinalityViolationError, ConfigError
 from acidstream.acid.partitions import Partition
 from acidstream.acid.read_plan import ROW_ID_COLUMN
@@ -471,8 +471,15 @@ def _prune_task(
         pvals = [t.column(c).to_pylist() for c in partition_cols]
         if bucketing is not None:
             cols, types, n, version = bucketing
-            rows = zip(*(t.column(c).to_pylist() for c in cols), strict=True)
-            buckets = bucket_numbers(rows, list(types), n, bucketing_version=version)
+            # A column at a time where the types allow it, else row by row (same numbers).
+            fast = bucket_numbers_arrow(
+                [t.column(c) for c in cols], list(types), n, bucketing_version=version
+            )
+            if fast is not None:
+                buckets = fast.tolist()
+            else:
+                rows = zip(*(t.column(c).to_pylist() for c in cols), strict=True)
+                buckets = bucket_numbers(rows, list(types), n, bucketing_version=version)
         else:
             buckets = [-1] * t.num_rows
         seen.update(zip(*pvals, buckets, strict=True))
@@ -529,14 +536,16 @@ class _SparkMergeBody:
         )
         read_type = _struct_type(job.read_fields())
         read_schema = _arrow_of(read_type)
+        # One read task per unit, up to a few per core (a task reads its units in turn).
+        tasks = max(1, min(len(units), 4 * sc.defaultParallelism))
         tgt = (
-            spark.range(len(units), numPartitions=max(1, len(units)))
+            spark.range(len(units), numPartitions=tasks)
             .select(F.col("id").cast("int").alias("u"))
             .mapInArrow(functools.partial(_read_task, job, read_schema), read_type)
         )
         cond = [src[f"__k{i}"] == tgt[f"t__{tk}"] for i, (_, tk) in enumerate(plan.keys)]
         joined = src.join(tgt, on=cond, how="left" if plan.not_matched else "inner")
-        nparts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+        nparts = _shuffle_partitions(spark)
         joined_schema = _arrow_of(joined.schema)
         event_type = _struct_type(job.event_fields())
         event_schema = _arrow_of(event_type)
@@ -624,6 +633,15 @@ class _SparkMergeBody:
             rows_deleted=deleted,
             write_id=run.write_id,
         )
+
+
+def _shuffle_partitions(spark: Any) -> int:
+    """The tasks of the MERGE's two shuffles: ``spark.sql.shuffle.partitions`` (the
+    default parallelism where it is not a number, e.g. ``auto``)."""
+    try:
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
+    except (TypeError, ValueError):
+        return max(1, int(spark.sparkContext.defaultParallelism))
 
 
 def _remove_write(t: Target, write_id: int) -> None:
