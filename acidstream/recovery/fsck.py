@@ -117,6 +117,10 @@ KINDS: dict[str, tuple[Severity, str]] = {
         "output of an aborted compaction, invisible to readers (the cleaner removes it)",
     ),
     "streaming_in_progress": (Severity.INFO, "a side file of a writer whose txns are open"),
+    "write_in_progress": (
+        Severity.INFO,
+        "a file without a side file, of a writer whose txn is open, that does not decode yet",
+    ),
     "partly_aborted_dir": (
         Severity.INFO,
         "a directory holding aborted and committed write ids (compaction drops the aborted rows)",
@@ -305,6 +309,7 @@ def _check_data_file(w: _Walk, f: FileInfo, parsed: ParsedBase | ParsedDelta) ->
     does with it (the finding's ``cut_to`` / ``quarantine``)."""
     w.files += 1
     length = f.size
+    pending: str | None = None
     lo, hi = (
         (parsed.min_write_id, parsed.max_write_id)
         if isinstance(parsed, ParsedDelta)
@@ -355,6 +360,13 @@ def _check_data_file(w: _Walk, f: FileInfo, parsed: ParsedBase | ParsedDelta) ->
                 quarantine=v.quarantine,
             )
             return  # the judge decoded the file whole at its cut, or found nothing readable
+    else:
+        pending = _uncommitted(w, parsed, lo, hi)
+        if pending == "aborted":
+            # A one-shot file (a mutation's, an INSERT's: no side file) of aborted write ids
+            # only: nothing committed can be in it, no reader opens it, and the directory
+            # is an ``aborted_dir`` that repair removes whole, torn file or not.
+            return
     if length == 0:
         return  # an empty file, or nothing flushed yet (Hive's readers skip those)
     try:
@@ -362,7 +374,32 @@ def _check_data_file(w: _Walk, f: FileInfo, parsed: ParsedBase | ParsedDelta) ->
         if w.deep:
             orc_file.read()  # every stripe, not just the tail
     except Exception as e:  # any decoder failure means: unreadable at this length
+        if pending == "open":
+            # Its writer's txn is open: the file is still being written (no footer yet).
+            w.add(
+                "write_in_progress",
+                f.path,
+                f"txn of write ids {lo}..{hi} open; not readable yet: {type(e).__name__}",
+                write_ids=(lo, hi),
+            )
+            return
         w.add("unreadable_file", f.path, f"at length {length}: {type(e).__name__}: {e}")
+
+
+def _uncommitted(w: _Walk, parsed: ParsedBase | ParsedDelta, lo: int, hi: int) -> str | None:
+    """For a writer's own directory (no ``_v`` suffix) none of whose write ids committed:
+    ``"aborted"`` when they all aborted, ``"open"`` when one is still open; else ``None``
+    (committed data, a compactor's output, or no metastore to ask)."""
+    if w.states is None or parsed.visibility_txn_id > 0:
+        return None
+    seen: set[str] = set()
+    for wid in range(lo, hi + 1):
+        seen.add(w.states.state(wid))
+        if not seen <= {"open", "aborted"}:
+            return None
+    if seen == {"aborted"}:
+        return "aborted"
+    return "open" if "open" in seen else None
 
 
 _KNOWN_IN_ACID_DIR = frozenset({ACID_FORMAT_FILE, METADATA_FILE})

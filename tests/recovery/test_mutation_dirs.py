@@ -126,6 +126,46 @@ def test_a_dead_mutations_directories_go_once_its_txn_is_reaped(store: TxnStore)
     assert rows_of(t.read()) == expected
 
 
+def test_a_mutation_file_being_written_is_no_error(store: TxnStore) -> None:
+    """A mutation writes its files without side files (one txn: Hive writes none). One
+    that does not decode yet is, while its txn is open, a ``write_in_progress`` (info:
+    no reader opens it); once the txn is aborted (or would be by repair, its writer
+    dead), the directory is an ``aborted_dir`` removed whole, and the torn file no
+    ``unreadable_file`` error. Before, both said "error: unreadable" (exit 7)."""
+    t = MutationTable(store, create_table(store))
+    build_history(t)
+    expected = t.expected()
+    txn = store.open_txns(1, user="writer", host="h")[0]
+    w = store.allocate_write_ids([txn], "default", "t")[txn]
+    store.lock(
+        LockRequest(
+            (LockComponent(LockType.SHARED_WRITE, "default", "t", None,
+                           operation=DataOperationType.UPDATE),),
+            txn_id=txn, user="writer", host="h",
+        )
+    )  # fmt: skip
+    write_delta(t.dir(), t.schema, w, [row(7, -7)], statement_id=0)
+    (torn,) = write_delete_delta(t.dir(), t.schema, w, t.keys_of([7]), statement_id=0)
+    data = Path(torn).read_bytes()
+    Path(torn).write_bytes(data[: len(data) // 2])  # the writer is mid-file
+    live = fsck_table(store, t.table)
+    assert [(f.kind, f.path) for f in live.findings] == [("write_in_progress", torn)]
+    assert live.exit_code == EXIT_CLEAN
+    assert repair_table(store, t.table).actions == ()
+    assert rows_of(t.read()) == expected
+    dirs = {layout.delta_dir_name(w, w, statement_id=0, delete=d) for d in (False, True)}
+    with future_store(store.url) as later:  # its writer died: repair's view
+        plan = repair_table(later, t.table)
+        assert plan.before.exit_code == EXIT_WARNINGS
+        assert {f.kind for f in plan.before.findings} == {"timed_out_txn", "aborted_dir"}
+        assert [a.action for a in plan.actions] == ["abort_txns", "remove_dir", "remove_dir"]
+        assert {Path(a.path).name for a in plan.actions[1:]} == dirs
+        done = repair_table(later, t.table, apply=True)
+        assert not done.failed and done.after is not None and done.after.findings == ()
+    assert not dirs & _names(t)
+    assert rows_of(t.read()) == expected
+
+
 def test_ls_shows_statement_ids(store: TxnStore, cli: Cli) -> None:
     t = MutationTable(store, create_table(store))
     w = build_history(t)
