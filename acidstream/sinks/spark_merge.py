@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -525,7 +526,9 @@ class _SparkMergeBody:
             F.monotonically_increasing_id().alias("__so"),
             *keys,
         )
+        t0 = time.monotonic()
         units = self._units(t, src)
+        t1 = time.monotonic()
         job = _Job(
             plan=plan,
             target=t,
@@ -570,7 +573,12 @@ class _SparkMergeBody:
                 msg = str(e).split(f"{_CARDINALITY}: ", 1)[1].splitlines()[0]
                 raise CardinalityViolationError(msg) from e
             raise
-        return self._result(run, rows)
+        result = self._result(run, rows)
+        log.info(
+            "MERGE into %s: %d read units (%.2f s to prune), join and files %.2f s, %d files",
+            t.table.full_name, len(units), t1 - t0, time.monotonic() - t1, len(run.files.paths),
+        )  # fmt: skip
+        return result
 
     def _units(self, t: Target, src: Any) -> list[tuple[Partition, int | None]]:
         """The (partition, bucket) pieces of the target the source's keys can match."""
