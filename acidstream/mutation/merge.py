@@ -40,6 +40,7 @@ from sqlglot import exp
 from acidstream.acid import faults
 from acidstream.acid.bucket_hash import bucket_numbers
 from acidstream.acid.errors import CardinalityViolationError, ConfigError
+from acidstream.acid.read_plan import expression_columns
 from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate, mask
 from acidstream.mutation.ops import cast_to
 from acidstream.mutation.results import MergeResult
@@ -268,7 +269,13 @@ class MergePlan:
         parts = t.prune(t.partitions(), self._partition_filter(t, skeys))
         buckets = self._buckets(t, skeys)
         prefilter = self._prefilter(skeys)
-        target = read_rows(t, parts, where=prefilter, buckets=buckets)
+        # Only the target columns the statement uses are decoded (an UPDATE SET * never
+        # reads the old values), and the key pre-filter runs once on them, not per file:
+        # per file, Arrow rebuilt the source keys' hash set for every one of a table's
+        # files (MERGE of 100k rows into 10M: 2.6 s -> see docs/mutations.md, Costs).
+        target = read_rows(t, parts, columns=self._target_columns(t), buckets=buckets)
+        if prefilter is not None and target.num_rows:
+            target = target.filter(prefilter)
         tk = target.select(key_names).append_column(
             "__t", pa.array(np.arange(target.num_rows, dtype=np.int64))
         )
@@ -292,10 +299,13 @@ class MergePlan:
         if self.matched and pairs.num_rows:
             trow = target.take(pairs.column("__t"))
             srow = src.take(pairs.column("__s"))
-            joined = pa.Table.from_arrays(
-                list(trow.drop_columns([ROW_ID_COLUMN]).columns) + list(srow.columns),
-                schema=self.joined_schema,
-            )
+            have = set(trow.column_names)
+            # Columns not read are named by no condition or value: NULLs stand in.
+            tcols = [
+                trow.column(f.name) if f.name in have else pa.nulls(trow.num_rows, f.type)
+                for f in self.target_schema
+            ]
+            joined = pa.Table.from_arrays(tcols + list(srow.columns), schema=self.joined_schema)
             remaining = pa.array(np.ones(pairs.num_rows, dtype=bool))
             for c in self.matched:
                 m = pc.and_(mask(joined, c.condition), remaining)
@@ -357,6 +367,22 @@ class MergePlan:
             rows_deleted=deleted,
             write_id=run.write_id,
         )
+
+    def _target_columns(self, t: Target) -> list[str]:
+        """The target columns the MERGE needs: the keys, the partition columns (where
+        rows and their new versions go), those a WHEN MATCHED condition or SET value
+        names (``tgt.c``), and those an UPDATE clause does not set (they are copied)."""
+        n = len(self.target_schema)
+        need = {tk for _, tk in self.keys} | set(t.partition_names)
+        names, types = self.joined_schema.names, self.joined_schema.types
+        for c in self.matched:
+            exprs = list(c.values.values()) + ([c.condition] if c.condition is not None else [])
+            for e in exprs:
+                used = expression_columns(e, names, types, (), include_row_id=False)
+                need |= {self.target_schema.field(i).name for i in used if i < n}
+            if c.kind == "update":
+                need |= {f.name for f in self.target_schema if f.name not in c.values}
+        return [f.name for f in self.target_schema if f.name in need]
 
     # -------------------------------------------------------------- pruning
     def _partition_filter(self, t: Target, skeys: pa.Table) -> pc.Expression | None:
