@@ -252,6 +252,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a JVM of its own: local[2,2] lets a task run twice
 def test_a_write_task_killed_once_is_retried_and_commits_once(
     twins: tuple[Table, Table], store: TxnStore, store_url: str, warehouse: str, tmp_path: Path
 ) -> None:
