@@ -202,6 +202,10 @@ def main(argv: list[str]) -> int:
         return run_compactor(spec)
     if kind == "kafka":
         return run_kafka(spec)
+    if kind == "mutation":  # DELETE / UPDATE / MERGE and inserts (scenarios_mutation)
+        from tests.chaos.child_mutation import run_mutations
+
+        return run_mutations(spec)
     raise SystemExit(f"unknown writer {kind!r}")
 
 

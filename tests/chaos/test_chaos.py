@@ -1,5 +1,5 @@
 """The chaos suite's fast tier: a fixed set of seeded iterations inside the normal suite
-(26 iterations; the Kafka job's scenarios run in the full tier only, Spark being slow to
+(28 iterations; the Kafka job's scenarios run in the full tier only, Spark being slow to
 start).
 
 ``make chaos`` runs the full tier (``tests/chaos/run.py``: >= 200 iterations, writes
@@ -63,6 +63,11 @@ FAST_TIER: list[tuple[str, int, str]] = [
     # file was cut to 0 bytes.
     ("admin-partitioned", 10009, "sqlite"),
     ("admin-torn-side-file", 20006, "postgres"),
+    # DELETE/UPDATE/MERGE killed at mutation steps (issue 30 item 7): a MERGE killed before
+    # and after its commit (replayed with its key), a moment kill; a delete delta's kill, a
+    # MERGE replay, minor and major compaction.
+    ("mutation-kill", 60008, "sqlite"),
+    ("mutation-kill", 60009, "postgres"),
 ]
 
 # Outcomes of this session's iterations, for the JVM ORC sample below.
