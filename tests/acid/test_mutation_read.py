@@ -17,6 +17,7 @@ import pytest
 import acidstream
 from acidstream.acid import bucket_codec, layout
 from acidstream.acid.directory import get_acid_state
+from acidstream.acid.reader import read_path
 from acidstream.acid.storage import Storage
 from acidstream.txn.locks import DataOperationType
 from acidstream.txn.store import TxnStore
@@ -107,6 +108,26 @@ def test_bucketed_table_one_delete_file_per_writer(store: TxnStore) -> None:
     ddir = Path(t.dir()) / layout.delta_dir_name(d, d, statement_id=0, delete=True)
     assert {p.name for p in ddir.glob("bucket_*")} == {layout.bucket_file_name(b) for b in writers}
     assert rows_of(t.read()) == t.expected()
+
+
+def test_projection_and_filter_without_row_ids(store: TxnStore) -> None:
+    """Without ROW__ID in the output the reader still reads the key columns where deletes
+    may hit: a projected, filtered read equals the model's rows, as of each write id too."""
+    t = MutationTable(store, create_table(store, buckets=2))
+    w = build_history(t)
+    txns = store.get_valid_txns()
+    wids = store.get_valid_write_ids("default", "t", txns)
+    for as_of in (None, w["merge"] - 1, w["multi"] - 1):
+        got = read_path(
+            t.dir(),
+            write_ids=wids.capped(as_of),
+            txns=txns,
+            schema=t.schema,
+            columns=["id"],
+            filter=[("salary", ">", 100)],
+        )
+        want = sorted(r[1] for r in t.expected(as_of=as_of) if r[3] > 100)
+        assert sorted(got.column("id").to_pylist()) == want, as_of
 
 
 def test_the_bounded_memory_delete_path_agrees(store: TxnStore) -> None:
