@@ -36,6 +36,12 @@ def _needed(expr: pc.Expression, parts: tuple[str, ...] = (), row_id: bool = Fal
         (pc.field("ds") == "2024-01-01", set()),  # a partition column: not in the files
         ((pc.field("ds") == "a") & (pc.field("x") < 0), {"x"}),
         (pc.scalar(True), set()),
+        # values of any type, not only predicates (a MERGE's SET values)
+        (pc.field("v"), {"v"}),
+        (pc.divide(pc.field("x"), 2.0), {"x"}),
+        # safe casts and checked arithmetic, as acidstream's SQL compiles them
+        (pc.field("x").cast(pa.int64()) == 7, {"x"}),
+        (pc.Expression._call("remainder_checked", [pc.field("id"), pc.scalar(100)]) == 7, {"id"}),
     ],
 )
 def test_the_columns_an_expression_names(expr: pc.Expression, needed: set[str]) -> None:
