@@ -39,7 +39,7 @@ merge of the same source into their small tables; for information, no target.
 Exit status 1 when a target is missed or a checksum differs.
 
 Usage: python benchmarks/mutations.py [--rows 10000000] [--small-rows 1000000] [--deltas 20]
-           [--delta-rows 50000] [--repeat 1] [--read-merges 20] [--read-merge-rows 10000]
+           [--delta-rows 50000] [--repeat 2] [--read-merges 20] [--read-merge-rows 10000]
            [--iceberg-merge-rows 10000] [--skip-iceberg] [--quick] [--dir /tmp/x]
 """
 
@@ -267,6 +267,22 @@ def timed(fn: Callable[[], object], before: Callable[[], object], repeat: int) -
     return best
 
 
+def paired(
+    a: Callable[[], object],
+    b: Callable[[], object],
+    before_a: Callable[[], object],
+    before_b: Callable[[], object],
+    repeat: int,
+) -> tuple[float, float]:
+    """Best seconds of ``a`` and of ``b``, run alternately ``repeat`` times each: on a
+    shared machine whose load changes by the minute, both see the same conditions."""
+    sa, sb = [], []
+    for _ in range(repeat):
+        sa.append(timed(a, before_a, 1))
+        sb.append(timed(b, before_b, 1))
+    return min(sa), min(sb)
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -280,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-rows", type=int, default=1_000_000)
     ap.add_argument("--deltas", type=int, default=20)
     ap.add_argument("--delta-rows", type=int, default=50_000, help="rows per delta (large table)")
-    ap.add_argument("--repeat", type=int, default=1, help="best of N for the three operations")
+    ap.add_argument("--repeat", type=int, default=2, help="best of N for the three operations")
     ap.add_argument("--read-merges", type=int, default=20)
     ap.add_argument("--read-merge-rows", type=int, default=10_000)
     ap.add_argument("--iceberg-merge-rows", type=int, default=10_000)
@@ -340,9 +356,15 @@ def main(argv: list[str] | None = None) -> int:
         snapshot(dpath, delta_copy)
         check("after build", acid.read(), delta_read(dpath))
 
-        def reset() -> None:
+        def reset_acid() -> None:
             restore(acid_copy, acid.root)
+
+        def reset_delta() -> None:
             restore(delta_copy, dpath)
+
+        def reset() -> None:
+            reset_acid()
+            reset_delta()
 
         # ---- delete 1% by predicate
         from deltalake import DeltaTable
@@ -353,10 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         import acidstream.mutation  # noqa: F401
 
         pred = "id % 100 = 7"
-        s_acid = timed(lambda: acid.handle().delete(pred), reset, args.repeat)
+        s_acid, s_delta = paired(
+            lambda: acid.handle().delete(pred), lambda: DeltaTable(str(dpath)).delete(pred),
+            reset_acid, reset_delta, args.repeat,
+        )  # fmt: skip
         a = acid.read()
         n_del = n - a.num_rows
-        s_delta = timed(lambda: DeltaTable(str(dpath)).delete(pred), reset, args.repeat)
         check("delete", a, delta_read(dpath))
         row("acidstream", "delete 1% (id % 100 = 7)", n_del, s_acid)
         row("deltalake", "delete 1% (id % 100 = 7)", n_del, s_delta)
@@ -367,14 +391,12 @@ def main(argv: list[str] | None = None) -> int:
         # ---- update 10,000 rows by key
         keys = np.sort(rng.choice(n, 10_000, replace=False))
         where = f"id IN ({', '.join(map(str, keys.tolist()))})"
-        s_acid = timed(
-            lambda: acid.handle().update(set={"v": "'updated'"}, where=where), reset, args.repeat
-        )
-        a = acid.read()
-        s_delta = timed(
+        s_acid, s_delta = paired(
+            lambda: acid.handle().update(set={"v": "'updated'"}, where=where),
             lambda: DeltaTable(str(dpath)).update(updates={"v": "'updated'"}, predicate=where),
-            reset, args.repeat,
+            reset_acid, reset_delta, args.repeat,
         )  # fmt: skip
+        a = acid.read()
         check("update", a, delta_read(dpath))
         row("acidstream", "update 10,000 by key", len(keys), s_acid)
         row("deltalake", "update 10,000 by key", len(keys), s_delta)
@@ -385,12 +407,14 @@ def main(argv: list[str] | None = None) -> int:
         # ---- merge 100,000 (half updates, half inserts)
         src = merge_source(rng, n, n, 100_000, "merged")
         res: list[Any] = []
-        s_acid = timed(lambda: res.append(acid_merge(acid, src)), reset, args.repeat)
+        s_acid, s_delta = paired(
+            lambda: res.append(acid_merge(acid, src)), lambda: delta_merge(dpath, src),
+            reset_acid, reset_delta, args.repeat,
+        )  # fmt: skip
         a = acid.read()
         log(
             f"  acidstream merge: {res[-1].rows_updated:,} updated, {res[-1].rows_inserted:,} inserted"
         )
-        s_delta = timed(lambda: delta_merge(dpath, src), reset, args.repeat)
         check("merge", a, delta_read(dpath))
         del a
         row("acidstream", "merge 100,000 (50% upd)", src.num_rows, s_acid)
@@ -412,10 +436,10 @@ def main(argv: list[str] | None = None) -> int:
         snapshot(sdelta, sdelta_copy)
         src100 = merge_source(rng, args.small_rows, n + 1_000_000, 100, "m100")
         rep = max(args.repeat, 3)
-        s_big = timed(lambda: acid_merge(acid, src100), reset, rep)
-        s_small = timed(
-            lambda: acid_merge(small, src100), lambda: restore(small_copy, small.root), rep
-        )
+        s_big, s_small = paired(
+            lambda: acid_merge(acid, src100), lambda: acid_merge(small, src100),
+            reset_acid, lambda: restore(small_copy, small.root), rep,
+        )  # fmt: skip
         row("acidstream", f"merge 100 into {n / 1e6:g}M", 100, s_big)
         row("acidstream", f"merge 100 into {args.small_rows / 1e6:g}M", 100, s_small)
         lines.append(
@@ -465,9 +489,10 @@ def main(argv: list[str] | None = None) -> int:
         if not same:
             status = 1
         del ref
-        rep = 3
-        s_ref = timed(lambda: acid.read("default.ref"), lambda: None, rep)
-        s_merged = timed(lambda: acid.read(), lambda: None, rep)
+        rep = max(args.repeat, 5)
+        s_ref, s_merged = paired(
+            lambda: acid.read("default.ref"), lambda: acid.read(), lambda: None, lambda: None, rep
+        )
         store = acid.store()
         try:
             acid.compact(store, "bench")
@@ -481,11 +506,14 @@ def main(argv: list[str] | None = None) -> int:
         if not same:
             status = 1
         del compacted
-        s_comp = timed(lambda: acid.read(), lambda: None, rep)
+        s_ref2, s_comp = paired(
+            lambda: acid.read("default.ref"), lambda: acid.read(), lambda: None, lambda: None, rep
+        )
         nr = merged.num_rows
         del merged
         row("acidstream", "read, no delete deltas", nr, s_ref)
         row("acidstream", f"read after {args.read_merges} merges", nr, s_merged)
+        row("acidstream", "read, no delete deltas (again)", nr, s_ref2)
         row("acidstream", "read after major compaction", nr, s_comp)
         lines.append(
             Line(
@@ -497,13 +525,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         lines.append(
             Line(
-                "read after major compaction", f"{s_ref:.2f}s / {s_comp:.2f}s", s_ref / s_comp, 0.9
+                "read after major compaction",
+                f"{s_ref2:.2f}s / {s_comp:.2f}s",
+                s_ref2 / s_comp,
+                0.9,
             )
         )
 
         print()
         print(f"table: {n:,} rows (id bigint, v string, x double), {BUCKETS} buckets on id, "
-              f"base + {args.deltas} deltas; best of {args.repeat} (100-row merges and reads: best of 3)")  # fmt: skip
+              f"base + {args.deltas} deltas; best of {args.repeat} (100-row merges: of 3, reads: of 5), "
+              "the two sides of each ratio run alternately")  # fmt: skip
         print()
         print(f"{'operation':<30} {'system':<11} {'seconds':>10} {'rows/s':>20} {'CPU':>10}")
         for t in table:
