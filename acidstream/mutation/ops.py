@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from acidstream.acid import faults
 from acidstream.acid.errors import ConfigError
+from acidstream.acid.read_plan import expression_columns
 from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate
 from acidstream.mutation.results import MutationResult
 from acidstream.mutation.run import MutationRun
@@ -76,7 +77,9 @@ class UpdatePlan:
 
     def __call__(self, run: MutationRun) -> MutationResult:
         t = run.target
-        rows = read_rows(t, t.prune(t.partitions(), self.where), where=self.where)
+        rows = read_rows(
+            t, t.prune(t.partitions(), self.where), where=self.where, columns=self._columns(t)
+        )
         faults.point("mutation.after_find")
         for part, group in by_partition(t, rows):
             run.files.delete_events(part, group.column(ROW_ID_COLUMN), UPDATE_STATEMENT)
@@ -87,6 +90,18 @@ class UpdatePlan:
             buckets=old_buckets(rows.column(ROW_ID_COLUMN)) if keep else None,
         )
         return MutationResult(rows_updated=rows.num_rows, write_id=run.write_id)
+
+    def _columns(self, t: Target) -> list[str]:
+        """The columns the new versions need: those not set (copied), those a SET value
+        names, and the partition columns (where the rows are). A column only SET is not
+        decoded (``SET v = 'x'`` never reads the old ``v``); the reader adds the WHERE
+        clause's columns itself."""
+        schema = t.schema
+        need = set(t.partition_names) | {f.name for f in schema if f.name not in self.values}
+        for e in self.values.values():
+            used = expression_columns(e, schema.names, schema.types, (), include_row_id=False)
+            need |= {schema.field(i).name for i in used}
+        return [f.name for f in schema if f.name in need]
 
 
 def _keeps_buckets(target: Target, values: Mapping[str, pc.Expression]) -> bool:
