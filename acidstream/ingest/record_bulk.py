@@ -458,20 +458,32 @@ class JoinedLines:
     every line is shorter than some bound, is answered by a pass over the line breaks.
     """
 
-    __slots__ = ("_breaks", "_lengths", "data")
+    __slots__ = ("_breaks", "_lengths", "_newlines", "data")
 
     def __init__(self, data: bytes, breaks: np.ndarray) -> None:
         self.data = data
         self._breaks = breaks  # data == b"\n", byte by byte
+        self._newlines: np.ndarray | None = None
         self._lengths: np.ndarray | None = None
+
+    def newlines(self) -> np.ndarray:
+        """The offsets of the line breaks (``n - 1`` of them)."""
+        if self._newlines is None:
+            self._newlines = np.flatnonzero(self._breaks)
+        return self._newlines
 
     def lengths(self) -> np.ndarray:
         """Each line's length in bytes."""
         if self._lengths is None:
-            nl = np.flatnonzero(self._breaks)
+            nl = self.newlines()
             ends = np.append(nl, len(self.data))
             self._lengths = ends - np.concatenate(([0], nl + 1))
         return self._lengths
+
+    def all_start_with(self, byte: int) -> bool:
+        """Whether every line's first byte is ``byte`` (one gather, no pass per line)."""
+        d = np.frombuffer(self.data, dtype=np.uint8)
+        return bool(d[0] == byte) and bool((d[self.newlines() + 1] == byte).all())
 
     def longest_below(self, bound: int) -> bool:
         """Whether every line is shorter than ``bound`` bytes.

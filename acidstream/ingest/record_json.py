@@ -372,6 +372,11 @@ class _BoundJson:
             nbytes = binary_nbytes(arr)
             text, bad = decode_utf8(arr)
             suspect |= bad | contains(arr, b"\n") | contains(arr, b"\r")
+            # Not starting an object (blank, leading space): see :meth:`_plain`.
+            suspect |= ~np.asarray(
+                pc.fill_null(pc.starts_with(arr, "{"), False).to_numpy(zero_copy_only=False),
+                dtype=bool,
+            )
             suspect |= np.asarray(
                 pc.fill_null(pc.match_substring_regex(text, self.suspect_keys), False).to_numpy(
                     zero_copy_only=False
@@ -423,8 +428,14 @@ class _BoundJson:
         return self._assemble(records, rows_idx, columns, parts, suspect, nbytes=nbytes)
 
     def _plain(self, records: Sequence[bytes], lines: JoinedLines) -> bool:
-        """Whether the whole block may be read at once: valid UTF-8 (pyarrow.json does not
-        check), no bracket-heavy record."""
+        """Whether the whole block may be read at once: every record starts an object, valid
+        UTF-8 (pyarrow.json does not check), no bracket-heavy record.
+
+        The first condition keeps the row count honest: pyarrow.json skips a blank line and
+        reads ``{..} {..}`` as two rows, so one record of each would read as two good rows.
+        A record starting otherwise (blank, leading space, not an object) goes the row way."""
+        if not lines.all_start_with(_OPEN_BRACE):
+            return False
         try:
             lines.data.decode("utf-8")
         except UnicodeDecodeError:
@@ -542,6 +553,9 @@ class _BoundJson:
             self.encode,
             nbytes=nbytes,
         )
+
+
+_OPEN_BRACE = ord("{")
 
 
 def _bracket_heavy(record: bytes) -> bool:

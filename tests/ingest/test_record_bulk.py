@@ -547,3 +547,20 @@ def test_a_line_longer_than_the_read_size_sets_the_read_size() -> None:
     lines = joined_lines(long_block, 1 << 24)
     assert lines is not None and lines.longest_bound() == 70_000
     assert joined_lines(long_block, 69_999) is None
+
+
+@pytest.mark.parametrize(
+    ("records", "rejected"),
+    [
+        ([b'{"i": 1} {"i": 2}', b"   "], {0, 1}),  # the plain (one read) path
+        ([b'{"i": 1} {"i": 2}', b"   ", b'{"s": "\xff"}'], {0, 1, 2}),  # bad UTF-8: record-set path
+        ([b"  ", b'{"i": 3}{"i": 4}', b' {"i": 5}'], {0, 1}),  # leading space: a good record
+    ],
+)
+def test_json_bulk_a_blank_record_cannot_hide_a_two_object_record(
+    records: list[bytes], rejected: set[int]
+) -> None:
+    # pyarrow.json skips a blank line and reads "{..} {..}" as two rows: counted together
+    # they looked like two good rows (found by hypothesis as the case of the first line).
+    block = assert_same(JSON_BOUND, records)
+    assert {i for i, _ in block.rejected} == rejected
