@@ -329,7 +329,7 @@ def _warnings_as_output(say: Callable[[str], None]) -> Iterator[None]:
     """The compaction library's warnings (initiator, worker, cleaner) as lines of this
     command's output while a one-shot command runs: its stderr keeps to the one error line
     it fails with. The daemon logs them as warnings."""
-    logger = logging.getLogger("compaction")
+    logger = logging.getLogger("acidstream.compaction")
     handler = _LineHandler(say)
     propagate = logger.propagate
     logger.addHandler(handler)

@@ -185,7 +185,7 @@ def test_the_daemon_still_logs_a_failed_cleaning_as_a_warning(
     events: list[str] = []
     faults.set_hook(lambda step: make_read_only(mnt) if step == "cleaner.before_delete" else None)
     try:
-        with caplog.at_level(logging.WARNING, logger="compaction"):
+        with caplog.at_level(logging.WARNING, logger="acidstream.compaction"):
             report = Compactor(store, initiator=False, on_event=events.append).run_once()
     finally:
         faults.set_hook(None)
