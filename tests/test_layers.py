@@ -1,11 +1,12 @@
 """The layer rule of docs/architecture.md, checked on every import of the project's code.
 
 ``acidstream.acid`` <- ``acidstream.txn`` <- {``.ingest``, ``.sources``, ``.compaction``,
-``.recovery``} <- ``acidstream.sinks`` <- the application layer (``acidstream`` itself: the
-facade, the Table handle, ``acidstream.cli``, ``acidstream.jobs``): a module may import its own
-layer's package and any layer below it; the four siblings never import each other. Every import counts: module-level, inside functions and
-classes, under ``if TYPE_CHECKING:``, ``import X`` and ``from X import Y``, relative imports
-resolved against the importing module.
+``.recovery``, ``.mutation``} <- ``acidstream.sinks`` <- the application layer (``acidstream``
+itself: the facade, the Table handle, ``acidstream.cli``, ``acidstream.jobs``): a module may
+import its own layer's package and any layer below it; the five siblings never import each
+other. Every import counts: module-level, inside functions and classes, under
+``if TYPE_CHECKING:``, ``import X`` and ``from X import Y``, relative imports resolved against
+the importing module.
 """
 
 from __future__ import annotations
