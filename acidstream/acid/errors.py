@@ -110,6 +110,14 @@ class CommitConflictError(TxnAbortedError):
     """
 
 
+class CommitKeyExistsError(TxnAbortedError):
+    """A commit whose key may be stored once found it stored by another txn's commit.
+
+    The transaction is aborted (nothing of it is visible); the key's value is the other
+    commit's. An idempotent writer reads it and reports that commit as its own.
+    """
+
+
 class CommitStateUnknownError(TransactionError):
     """The commit may or may not have landed (the store went away mid-commit).
 

@@ -20,6 +20,7 @@ from typing import TypeVar
 from acidstream.acid import faults
 from acidstream.acid.errors import (
     CommitConflictError,
+    CommitKeyExistsError,
     CommitStateUnknownError,
     ConfigError,
     TxnAbortedError,
@@ -108,6 +109,16 @@ def run_mutation(
         attempt += 1
         try:
             result = _attempt(store, name, operation, body, param, lock_wait_s)
+        except CommitKeyExistsError as e:
+            # The same key committed by a concurrent run (ours was aborted, its files
+            # removed): that run's result is the statement's result.
+            stored = store.get_table_param(name.db, name.table, param or "")
+            if stored is None:
+                raise
+            log.info(
+                "%s: idempotency key %r committed by another run: %s", name, idempotency_key, e
+            )
+            return _replayed(stored, kind, idempotency_key)
         except (CommitConflictError, TxnAbortedError) as e:
             conflict = _conflict(e)
             if conflict is None or attempt > retries:
@@ -170,7 +181,10 @@ def _attempt(
         faults.point("mutation.before_commit")
         try:
             batch.commit(
-                partitions=sorted(p for p in files.partitions if p), key=param, value=value
+                partitions=sorted(p for p in files.partitions if p),
+                key=param,
+                value=value,
+                key_once=param is not None,
             )
         except CommitStateUnknownError:
             committed = True  # recovery decides from the store; never delete its files

@@ -41,6 +41,7 @@ from acidstream.acid import faults
 from acidstream.acid.errors import (
     AcidStreamError,
     CommitConflictError,
+    CommitKeyExistsError,
     CommitStateUnknownError,
     ConfigError,
     TransactionError,
@@ -322,9 +323,11 @@ class TransactionBatch:
         key: str | None = None,
         value: str | None = None,
         durable: Callable[[], None] | None = None,
+        key_once: bool = False,
     ) -> None:
         """Commit the current txn, registering the dynamic partitions it wrote, with
-        ``key``/``value`` stored atomically when given.
+        ``key``/``value`` stored atomically when given (``key_once``: only if no commit
+        stored the key before; else the txn is aborted with ``CommitKeyExistsError``).
 
         ``durable``, when given, is waited on inside the commit's DB transaction, right
         before ``COMMIT``: the writer's files become durable while the commit's statements
@@ -340,7 +343,7 @@ class TransactionBatch:
         self._register_partitions([(txn, wid)], partitions)
         faults.point("batch.before_commit")
         nxt = self.txn_ids[self._index + 1] if self.remaining > 0 else None
-        self._commit([txn], key=key, value=value, durable=durable, next_txn=nxt)
+        self._commit([txn], key=key, value=value, durable=durable, next_txn=nxt, key_once=key_once)
         faults.point("batch.after_commit")
         self._state = TxnState.COMMITTED
 
@@ -394,6 +397,7 @@ class TransactionBatch:
         durable: Callable[[], None] | None = None,
         next_txn: int | None = None,
         again: bool = True,
+        key_once: bool = False,
     ) -> None:
         db, table = self.table.db, self.table.table
         try:
@@ -401,7 +405,7 @@ class TransactionBatch:
                 nxt = None if next_txn is None else self._lock_request(next_txn)
                 lock = self.store.commit_txn(
                     txns[0], key=key, value=value, db=db, table=table,
-                    before_commit=durable, next_lock=nxt,
+                    before_commit=durable, next_lock=nxt, key_once=key_once,
                 )  # fmt: skip
                 if next_txn is not None and lock is not None:
                     if lock.state is LockState.ACQUIRED:
@@ -417,15 +421,17 @@ class TransactionBatch:
                     raise
                 # The COMMIT never ran: commit now (committing is idempotent once done).
                 self._commit(
-                    txns, key=key, value=value, durable=durable, next_txn=next_txn, again=False
-                )
+                    txns, key=key, value=value, durable=durable, next_txn=next_txn,
+                    again=False, key_once=key_once,
+                )  # fmt: skip
                 return
             if state is TxnState.ABORTED:
                 self._mark_aborted(txns)
                 raise TxnAbortedError(f"txns {txns} were aborted; nothing was committed") from e
-        except CommitConflictError:
-            # A mutation lost the write-set check: the metastore aborted it; the caller
-            # may re-snapshot and redo it, so the error keeps its type.
+        except (CommitConflictError, CommitKeyExistsError):
+            # A mutation lost the write-set check, or its once-only key was taken: the
+            # metastore aborted it; the caller acts on the type (redo it, or report the
+            # other commit), so the error keeps it.
             self._mark_aborted(txns)
             raise
         except TxnAbortedError as e:

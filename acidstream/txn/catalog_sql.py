@@ -516,6 +516,34 @@ def set_table_param(tx: Tx, db: str, table: str, key: str, value: str) -> None:
     )
 
 
+def add_table_param(tx: Tx, db: str, table: str, key: str, value: str) -> bool:
+    """Store a table parameter unless it exists; whether it was stored. On PostgreSQL a
+    concurrent insert of the same key waits for the other's DB transaction to end."""
+    db, table = _norm(db), _norm(table)
+    if tx.one("SELECT 1 FROM TBLS WHERE TBL_DB = ? AND TBL_NAME = ?", db, table) is None:
+        raise TableNotFoundError(f"Table {db}.{table} not found in the catalog")
+    return (
+        tx.count(
+            "INSERT INTO TABLE_PARAMS (TP_DB, TP_TBL, PARAM_KEY, PARAM_VALUE) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (TP_DB, TP_TBL, PARAM_KEY) DO NOTHING",
+            db,
+            table,
+            key,
+            value,
+        )
+        == 1
+    )
+
+
+def delete_table_param(tx: Tx, db: str, table: str, key: str) -> None:
+    tx.x(
+        "DELETE FROM TABLE_PARAMS WHERE TP_DB = ? AND TP_TBL = ? AND PARAM_KEY = ?",
+        _norm(db),
+        _norm(table),
+        key,
+    )
+
+
 class CatalogOps(StoreOps):
     """The catalog half of :class:`~acidstream.txn.store.TxnStore`: one DB transaction per method."""
 

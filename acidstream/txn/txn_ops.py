@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from acidstream.acid.errors import (
     CommitConflictError,
+    CommitKeyExistsError,
     CommitStateUnknownError,
     ConfigError,
     TransactionError,
@@ -299,6 +300,7 @@ class TxnOps(StoreOps):
         table: str | None = None,
         before_commit: Callable[[], None] | None = None,
         next_lock: LockRequest | None = None,
+        key_once: bool = False,
     ) -> LockResponse | None:
         """Commit a transaction (Hive's ``commitTxn`` / ``commitTxnWithKeyValue``).
 
@@ -307,6 +309,11 @@ class TxnOps(StoreOps):
         landed; this is what exactly-once sinks build on. ``key`` must start with ``_meta``.
 
         Committing an already committed txn does nothing (Hive is idempotent here).
+
+        ``key_once``: the key is stored once only. If another commit stored it already, this
+        txn is aborted instead (``CommitKeyExistsError``); two commits racing with one key
+        are settled by the table's primary key (one waits for the other), so at most one
+        lands (idempotent mutations).
 
         Two additions for a streaming writer, both inside the commit's DB transaction:
 
@@ -322,13 +329,18 @@ class TxnOps(StoreOps):
         Raises:
             TxnAbortedError: the txn was aborted (by a caller or the reaper).
             CommitConflictError: a write-write conflict; the txn is now aborted.
+            CommitKeyExistsError: ``key_once`` and the key is stored already; the txn is
+                now aborted.
             CommitStateUnknownError: the connection was lost during COMMIT; ask
                 :meth:`txn_state` later, and do not delete the txn's files.
             TransactionError: no such txn, or the store failed before committing.
         """
         _check_commit_key(key, value, db, table)
 
-        def body(tx: Tx) -> CommitConflictError | LockResponse | None:
+        if key_once and key is None:
+            raise ConfigError("key_once needs a key")
+
+        def body(tx: Tx) -> CommitConflictError | CommitKeyExistsError | LockResponse | None:
             now = self._now_ms()
             row = tx.one(
                 "SELECT t.TXN_STATE, (SELECT COUNT(*) FROM TXN_COMPONENTS c "
@@ -349,9 +361,16 @@ class TxnOps(StoreOps):
                     "FROM TXN_COMPONENTS WHERE TC_TXNID = ?",
                     txn_id,
                 )
+            if key_once and key is not None and db is not None and table is not None:
+                if not catalog_sql.add_table_param(tx, db, table, key, value or ""):
+                    msg = f"txn {txn_id}: commit key {key!r} of {db}.{table} is stored already"
+                    abort_txns(tx, [txn_id], f"{msg} (stored once only)", now)
+                    return CommitKeyExistsError(msg)
             if any(c[3] in ("u", "d") for c in comps):
                 conflict = write_set_check(tx, txn_id, comps, now)
                 if conflict is not None:
+                    if key_once and key is not None and db is not None and table is not None:
+                        catalog_sql.delete_table_param(tx, db, table, key)
                     return conflict
             if comps:
                 _complete_components(tx, [txn_id], now, op="commit_txn")
@@ -375,7 +394,7 @@ class TxnOps(StoreOps):
             return _lock_next(tx, next_lock, now)
 
         result = self._db.run("commit_txn", body, unknown=CommitStateUnknownError)
-        if isinstance(result, CommitConflictError):
+        if isinstance(result, CommitConflictError | CommitKeyExistsError):
             raise result
         return result
 

@@ -206,3 +206,62 @@ def test_a_link_is_read_only_for_mutations(store: TxnStore, store_url: str) -> N
     with pytest.raises(LinkReadOnlyError):
         t.merge(pa.table({"id": [1]}), on="id").when_matched_delete().execute()
     assert _txn_count(store) == n and t.read().num_rows == 3
+
+
+def test_two_runs_racing_with_one_idempotency_key_apply_once(
+    kv: Table, store: TxnStore, warehouse: str
+) -> None:
+    """The second run starts while the first is about to commit (a hook at its
+    ``mutation.before_commit``) and commits first; the first's commit finds the key taken:
+    its txn is aborted, its files removed, and it reports the other run's result. Before,
+    the key was checked only at the start: the loser's commit conflict was retried and the
+    update applied twice (n rose by 2, not 1)."""
+    from acidstream.acid import faults
+
+    raced: list[MutationResult] = []
+    started: list[bool] = []
+
+    def hook(step: str) -> None:
+        if step == "mutation.before_commit" and not started:
+            started.append(True)  # the racing run passes this step too: run it once
+            raced.append(kv.update({"n": "n + 1"}, "id < 5", idempotency_key="bump"))
+
+    faults.set_hook(hook)
+    try:
+        first = kv.update({"n": "n + 1"}, "id < 5", idempotency_key="bump", retries=1)
+    finally:
+        faults.set_hook(None)
+    (second,) = raced
+    assert not second.replayed and first.replayed
+    assert (
+        (first.write_id, first.rows_updated)
+        == (second.write_id, second.rows_updated)
+        == (
+            second.write_id,
+            5,
+        )
+    )
+    assert rows_of(kv.read(), ["id", "n"]) == [(i, i + 1 if i < 5 else i) for i in range(10)]
+    states = sorted(t.state.name for t in store.show_txns() if t.txn_id > second.write_id - 5)
+    assert "ABORTED" in states  # the loser's txn
+    # Only the winner's files exist: the loser removed its own.
+    files = {str(p) for p in (Path(warehouse) / "kv").rglob("bucket_*")}
+    assert set(second.files_written) <= files
+    assert not [f for f in files if f"_{second.write_id - 1:07d}_" in f], sorted(files)
+
+
+def test_a_once_only_commit_key_is_stored_by_one_commit(store: TxnStore) -> None:
+    from acidstream.acid.errors import CommitKeyExistsError
+    from acidstream.txn.catalog import TableDef
+
+    store.create_table(
+        TableDef("default", "k", (("id", "int"),), parameters={"transactional": "true"})
+    )
+    a, b = store.open_txns(2, user="u", host="h")
+    store.commit_txn(b, key="_meta.k", value="b", db="default", table="k", key_once=True)
+    with pytest.raises(CommitKeyExistsError, match="stored already"):
+        store.commit_txn(a, key="_meta.k", value="a", db="default", table="k", key_once=True)
+    assert store.txn_state(a) is TxnState.ABORTED
+    assert store.get_table_param("default", "k", "_meta.k") == "b"
+    # Committing the winner again is still a no-op (an unknown outcome is re-checked).
+    store.commit_txn(b, key="_meta.k", value="b", db="default", table="k", key_once=True)
