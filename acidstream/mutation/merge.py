@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,7 @@ from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
 from acidstream.mutation.write import by_partition, old_buckets
 
 __all__ = [
+    "ClauseRows",
     "MatchedDelete",
     "MatchedUpdate",
     "MergePlan",
@@ -141,6 +142,21 @@ class _Compiled:
     condition: pc.Expression | None
     values: dict[str, pc.Expression]
     statement_id: int = -1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClauseRows:
+    """What one WHEN clause does to a batch of rows (:meth:`MergePlan.matched_rows`,
+    :meth:`MergePlan.not_matched_rows`): the rows it takes (``mask``), and the rows it
+    writes (``rows``, :attr:`MergePlan.target_schema`; ``None`` for a DELETE) with the
+    bucket each keeps (``buckets``: an updated row whose bucketing columns stay; ``None``:
+    Hive's hash decides)."""
+
+    statement_id: int
+    kind: str  # "insert", "update" or "delete"
+    mask: pa.Array
+    rows: pa.Table | None = None
+    buckets: pa.Array | None = None
 
 
 # The statement ids go to the INSERT clauses first, then UPDATE, then DELETE (the seed's
@@ -306,35 +322,14 @@ class MergePlan:
                 for f in self.target_schema
             ]
             joined = pa.Table.from_arrays(tcols + list(srow.columns), schema=self.joined_schema)
-            remaining = pa.array(np.ones(pairs.num_rows, dtype=bool))
-            for c in self.matched:
-                m = pc.and_(mask(joined, c.condition), remaining)
-                remaining = pc.and_(remaining, pc.invert(m))
-                if not pc.any(m).as_py():
-                    continue
-                hit = trow.filter(m)
+            for a in self.matched_rows(t, joined, trow.column(ROW_ID_COLUMN)):
+                hit = trow.filter(a.mask)
                 for part, group in by_partition(t, hit):
-                    run.files.delete_events(part, group.column(ROW_ID_COLUMN), c.statement_id)
-                if c.kind == "delete":
+                    run.files.delete_events(part, group.column(ROW_ID_COLUMN), a.statement_id)
+                if a.rows is None:
                     deleted += hit.num_rows
                     continue
-                sub = joined.filter(m)
-                cols = []
-                for f, qf in zip(
-                    self.target_schema,
-                    _qualified_schema(self.target_schema, self.tgt_alias),
-                    strict=True,
-                ):
-                    if f.name in c.values:
-                        cols.append(cast_to(evaluate(sub, c.values[f.name]), f))
-                    else:
-                        cols.append(sub.column(qf.name))
-                keep = self._keeps_buckets(t, c.values)
-                run.files.insert_rows(
-                    pa.Table.from_arrays(cols, schema=self.target_schema),
-                    c.statement_id,
-                    buckets=old_buckets(hit.column(ROW_ID_COLUMN)) if keep else None,
-                )
+                run.files.insert_rows(a.rows, a.statement_id, buckets=a.buckets)
                 updated += hit.num_rows
         if self.not_matched:
             matched_src = pc.is_in(
@@ -342,25 +337,10 @@ class MergePlan:
                 value_set=pairs.column("__s").combine_chunks(),
             )
             rest = _qualified(src.filter(pc.invert(matched_src)), self.src_alias)
-            remaining = pa.array(np.ones(rest.num_rows, dtype=bool))
-            for c in self.not_matched:
-                if rest.num_rows == 0:
-                    break
-                m = pc.and_(mask(rest, c.condition), remaining)
-                remaining = pc.and_(remaining, pc.invert(m))
-                sub = rest.filter(m)
-                if sub.num_rows == 0:
-                    continue
-                cols = []
-                for f in self.target_schema:
-                    if f.name in c.values:
-                        cols.append(cast_to(evaluate(sub, c.values[f.name]), f))
-                    else:
-                        cols.append(pa.nulls(sub.num_rows, f.type))
-                run.files.insert_rows(
-                    pa.Table.from_arrays(cols, schema=self.target_schema), c.statement_id
-                )
-                inserted += sub.num_rows
+            for a in self.not_matched_rows(rest):
+                assert a.rows is not None
+                run.files.insert_rows(a.rows, a.statement_id)
+                inserted += a.rows.num_rows
         return MergeResult(
             rows_inserted=inserted,
             rows_updated=updated,
@@ -383,6 +363,62 @@ class MergePlan:
             if c.kind == "update":
                 need |= {f.name for f in self.target_schema if f.name not in c.values}
         return [f.name for f in self.target_schema if f.name in need]
+
+    # -------------------------------------------------------------- WHEN clauses
+    def matched_rows(
+        self, t: Target, joined: pa.Table, row_ids: pa.Array | pa.ChunkedArray
+    ) -> Iterator[ClauseRows]:
+        """The WHEN MATCHED clauses on matched pairs: ``joined`` (:attr:`joined_schema`)
+        and the target rows' ROW__IDs. Yields each clause that takes a pair (the first
+        whose condition holds), with its new versions for an UPDATE. Runs where the pairs
+        are: here on the driver, in ``acidstream.sinks.spark_merge`` on executors."""
+        remaining = pa.array(np.ones(joined.num_rows, dtype=bool))
+        qualified = _qualified_schema(self.target_schema, self.tgt_alias)
+        for c in self.matched:
+            m = pc.and_(mask(joined, c.condition), remaining)
+            remaining = pc.and_(remaining, pc.invert(m))
+            if not pc.any(m).as_py():
+                continue
+            if c.kind == "delete":
+                yield ClauseRows(statement_id=c.statement_id, kind=c.kind, mask=m)
+                continue
+            sub = joined.filter(m)
+            cols = [
+                cast_to(evaluate(sub, c.values[f.name]), f)
+                if f.name in c.values
+                else sub.column(qf.name)
+                for f, qf in zip(self.target_schema, qualified, strict=True)
+            ]
+            keep = self._keeps_buckets(t, c.values)
+            yield ClauseRows(
+                statement_id=c.statement_id,
+                kind=c.kind,
+                mask=m,
+                rows=pa.Table.from_arrays(cols, schema=self.target_schema),
+                buckets=old_buckets(row_ids.filter(m)) if keep else None,
+            )
+
+    def not_matched_rows(self, rest: pa.Table) -> Iterator[ClauseRows]:
+        """The WHEN NOT MATCHED clauses on unmatched source rows ``rest`` (qualified,
+        :attr:`source_schema`): each clause that takes a row (the first whose condition
+        holds), with the rows it inserts. Runs where the rows are, as :meth:`matched_rows`."""
+        remaining = pa.array(np.ones(rest.num_rows, dtype=bool))
+        for c in self.not_matched:
+            if rest.num_rows == 0:
+                break
+            m = pc.and_(mask(rest, c.condition), remaining)
+            remaining = pc.and_(remaining, pc.invert(m))
+            sub = rest.filter(m)
+            if sub.num_rows == 0:
+                continue
+            cols = [
+                cast_to(evaluate(sub, c.values[f.name]), f)
+                if f.name in c.values
+                else pa.nulls(sub.num_rows, f.type)
+                for f in self.target_schema
+            ]
+            rows = pa.Table.from_arrays(cols, schema=self.target_schema)
+            yield ClauseRows(statement_id=c.statement_id, kind=c.kind, mask=m, rows=rows)
 
     # -------------------------------------------------------------- pruning
     def _partition_filter(self, t: Target, skeys: pa.Table) -> pc.Expression | None:

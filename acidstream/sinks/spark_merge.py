@@ -52,9 +52,7 @@ from acidstream.acid.errors import CardinalityViolationError, ConfigError
 from acidstream.acid.partitions import Partition
 from acidstream.acid.read_plan import ROW_ID_COLUMN
 from acidstream.acid.table_name import TableName
-from acidstream.mutation.expressions import evaluate, mask
 from acidstream.mutation.merge import MergePlan, MergeSpec
-from acidstream.mutation.ops import cast_to
 from acidstream.mutation.results import MergeResult
 from acidstream.mutation.run import MutationRun, run_mutation
 from acidstream.mutation.target import Target, read_rows, row_schema
@@ -256,79 +254,32 @@ def _clause_task(
             schema=plan.joined_schema,
         )
         so, to = matched.column("__so"), matched.column("__to")
-        for c, m, new in _matched_actions(plan, pairs):
-            hit = trow.filter(m)
-            order = pa.table({"so": so, "to": to}).filter(m)
+        for a in plan.matched_rows(job.target, pairs, trow.column(ROW_ID_COLUMN)):
+            hit = trow.filter(a.mask)
+            order = pa.table({"so": so, "to": to}).filter(a.mask)
             hit = hit.append_column("__so", order.column("so")).append_column(
                 "__to", order.column("to")
             )
             for part, group in by_partition(job.target, hit):
                 ids = group.column(ROW_ID_COLUMN).combine_chunks()
                 writer = old_buckets(ids).to_numpy(zero_copy_only=False)
-                events.append(_events(schema, c.statement_id, DELETE, part, writer, group, rid=ids))
-            if new is not None:
-                # As the Python engine: new versions whose bucketing columns stay keep
-                # their rows' buckets (the old ROW__IDs' writer ids); others are hashed.
-                keep = plan._keeps_buckets(job.target, c.values)
-                kept = old_buckets(hit.column(ROW_ID_COLUMN)) if keep else None
-                events += _new_rows(job, schema, c.statement_id, new, order, buckets=kept)
+                events.append(_events(schema, a.statement_id, DELETE, part, writer, group, rid=ids))
+            if a.rows is not None:
+                # New versions whose bucketing columns stay keep their rows' buckets
+                # (a.buckets, the plan's decision); the others are hashed.
+                events += _new_rows(job, schema, a.statement_id, a.rows, order, buckets=a.buckets)
     if plan.not_matched:
         rest = joined.filter(pc.invert(is_matched))
         qualified = pa.Table.from_arrays(
             [rest.column(f"s__{n}") for n in job.source_cols], schema=plan.source_schema
         )
         so = rest.column("__so")
-        for c, m, new in _not_matched_actions(plan, qualified):
-            order = pa.table({"so": so, "to": pa.array(np.zeros(len(so), dtype=np.int64))})
-            events += _new_rows(job, schema, c.statement_id, new, order.filter(m))
+        order = pa.table({"so": so, "to": pa.array(np.zeros(len(so), dtype=np.int64))})
+        for a in plan.not_matched_rows(qualified):
+            assert a.rows is not None
+            events += _new_rows(job, schema, a.statement_id, a.rows, order.filter(a.mask))
     for e in events:
         yield from e.to_batches()
-
-
-def _matched_actions(
-    plan: MergePlan, joined: pa.Table
-) -> Iterator[tuple[Any, pa.Array, pa.Table | None]]:
-    """Each WHEN MATCHED clause with the pairs it takes (the first clause whose condition
-    holds) and, for an UPDATE, their new versions (``Target.schema``'s columns)."""
-    remaining = pa.array(np.ones(joined.num_rows, dtype=bool))
-    tq = [f"{plan.tgt_alias}.{f.name}" for f in plan.target_schema]
-    for c in plan.matched:
-        m = pc.and_(mask(joined, c.condition), remaining)
-        remaining = pc.and_(remaining, pc.invert(m))
-        if not pc.any(m).as_py():
-            continue
-        if c.kind == "delete":
-            yield c, m, None
-            continue
-        sub = joined.filter(m)
-        cols = [
-            cast_to(evaluate(sub, c.values[f.name]), f) if f.name in c.values else sub.column(q)
-            for f, q in zip(plan.target_schema, tq, strict=True)
-        ]
-        yield c, m, pa.Table.from_arrays(cols, schema=plan.target_schema)
-
-
-def _not_matched_actions(
-    plan: MergePlan, rest: pa.Table
-) -> Iterator[tuple[Any, pa.Array, pa.Table]]:
-    """Each WHEN NOT MATCHED clause with the unmatched source rows it takes and the rows
-    it inserts."""
-    remaining = pa.array(np.ones(rest.num_rows, dtype=bool))
-    for c in plan.not_matched:
-        if rest.num_rows == 0:
-            break
-        m = pc.and_(mask(rest, c.condition), remaining)
-        remaining = pc.and_(remaining, pc.invert(m))
-        sub = rest.filter(m)
-        if sub.num_rows == 0:
-            continue
-        cols = [
-            cast_to(evaluate(sub, c.values[f.name]), f)
-            if f.name in c.values
-            else pa.nulls(sub.num_rows, f.type)
-            for f in plan.target_schema
-        ]
-        yield c, m, pa.Table.from_arrays(cols, schema=plan.target_schema)
 
 
 def _new_rows(
