@@ -4,7 +4,7 @@ a streaming connection, and the Table handle on the ``store`` fixture's metastor
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -12,6 +12,7 @@ import pytest
 
 import acidstream
 from acidstream import Table
+from acidstream.acid import file_reader
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictJsonWriter
 from acidstream.txn.store import TxnStore
@@ -46,6 +47,20 @@ def handle(store_url: str, warehouse: str) -> Callable[[str], Table]:
         return acidstream.table(f"default.{name}", metastore=store_url, warehouse=warehouse)
 
     return make
+
+
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every ORC column path the ACID reader decodes from here on."""
+    seen: list[str] = []
+    real = file_reader.read_orc_columns
+
+    def spy(*args: object, **kw: object) -> pa.Table:
+        seen.extend(kw["columns"])  # type: ignore[arg-type]
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(file_reader, "read_orc_columns", spy)
+    yield seen
 
 
 def rows_of(t: pa.Table, columns: list[str] | None = None) -> list[tuple[Any, ...]]:

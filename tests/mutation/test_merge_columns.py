@@ -4,29 +4,13 @@ and gives the same table as when it read every column. The ORC reads are spied o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyarrow as pa
-import pytest
 
 from acidstream import Table
-from acidstream.acid import file_reader
 from tests.ingest.conftest import MakeTable
 from tests.mutation.conftest import Insert, rows_of
-
-
-@pytest.fixture
-def decoded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every ORC column path the ACID reader decodes from here on."""
-    seen: list[str] = []
-    real = file_reader.read_orc_columns
-
-    def spy(*args: object, **kw: object) -> pa.Table:
-        seen.extend(kw["columns"])  # type: ignore[arg-type]
-        return real(*args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(file_reader, "read_orc_columns", spy)
-    yield seen
 
 
 def _table(make_table: MakeTable, insert: Insert, handle: Callable[[str], Table]) -> Table:
