@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +31,10 @@ from acidstream.cli.main import (
     EXIT_OK,
     EXIT_USAGE,
 )
-from acidstream.ingest.connection import StreamingConnection, StreamingOptions
-from acidstream.ingest.record_writers import StrictJsonWriter
 from acidstream.mutation.run import AGENT as MUTATION_AGENT
 from acidstream.txn.store import TxnState, TxnStore
 from tests.ingest.conftest import MakeTable
+from tests.mutation.conftest import insert_rows
 from tests.plugins.store_fixture import Cli
 from tests.txn.links_helpers import make_namespaces
 
@@ -45,23 +44,14 @@ Row = tuple[Any, ...]
 # ---------------------------------------------------------------------------- helpers
 
 
-def _insert(store: TxnStore, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
-    """One streaming txn committing ``rows`` (partition values taken from the records)."""
-    with StreamingConnection(
-        name, record_writer=StrictJsonWriter(), store=store,
-        options=StreamingOptions(housekeeping_interval_s=None),
-    ) as c:  # fmt: skip
-        c.begin_transaction()
-        c.write_many(json.dumps(dict(r)).encode() for r in rows)
-        c.commit_transaction()
-
-
 @pytest.fixture
 def kv(store: TxnStore, make_table: MakeTable) -> str:
     """``default.kv (id int, v string, n bigint)`` partitioned by ``ds``: ids 0..11,
     ``v = "v<i>"``, ``n = i``, ``ds`` one of a, b, c by ``i % 3``."""
     make_table("kv", "id int, v string, n bigint", partitioned_by=[("ds", "string")])
-    _insert(store, "kv", [{"id": i, "v": f"v{i}", "n": i, "ds": "abc"[i % 3]} for i in range(12)])
+    insert_rows(
+        store, "kv", [{"id": i, "v": f"v{i}", "n": i, "ds": "abc"[i % 3]} for i in range(12)]
+    )
     return "default.kv"
 
 

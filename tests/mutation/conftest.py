@@ -27,16 +27,18 @@ Insert = Callable[..., None]
 def insert(store: TxnStore) -> Insert:
     """``insert("t", [{"id": 1, ...}, ...])``: one streaming txn committing the rows."""
 
-    def run(name: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        with StreamingConnection(
-            name, record_writer=StrictJsonWriter(), store=store,
-            options=StreamingOptions(housekeeping_interval_s=None),
-        ) as c:  # fmt: skip
-            c.begin_transaction()
-            c.write_many(json.dumps(dict(r)).encode() for r in rows)
-            c.commit_transaction()
+    return lambda name, rows: insert_rows(store, name, rows)
 
-    return run
+
+def insert_rows(store: TxnStore, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
+    """One streaming txn committing ``rows`` (partition values taken from the records)."""
+    with StreamingConnection(
+        name, record_writer=StrictJsonWriter(), store=store,
+        options=StreamingOptions(housekeeping_interval_s=None),
+    ) as c:  # fmt: skip
+        c.begin_transaction()
+        c.write_many(json.dumps(dict(r)).encode() for r in rows)
+        c.commit_transaction()
 
 
 @pytest.fixture

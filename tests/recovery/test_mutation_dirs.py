@@ -34,6 +34,20 @@ def _merge_dirs(w: int) -> set[str]:
     }
 
 
+def _open_update_txn(store: TxnStore, *, user: str) -> int:
+    """Open an UPDATE txn on ``default.t`` holding its SHARED_WRITE lock; its write id."""
+    txn = store.open_txns(1, user=user, host="h")[0]
+    w = store.allocate_write_ids([txn], "default", "t")[txn]
+    store.lock(
+        LockRequest(
+            (LockComponent(LockType.SHARED_WRITE, "default", "t", None,
+                           operation=DataOperationType.UPDATE),),
+            txn_id=txn, user=user, host="h",
+        )
+    )  # fmt: skip
+    return w
+
+
 def test_fsck_finds_a_mutated_table_clean_and_repair_plans_nothing(store: TxnStore) -> None:
     t = MutationTable(store, create_table(store, partitioned=True))
     build_history(t, partition="ds=a")
@@ -100,15 +114,7 @@ def test_a_dead_mutations_directories_go_once_its_txn_is_reaped(store: TxnStore)
     t = MutationTable(store, create_table(store))
     build_history(t)
     expected = t.expected()
-    txn = store.open_txns(1, user="dead", host="h")[0]
-    w = store.allocate_write_ids([txn], "default", "t")[txn]
-    store.lock(
-        LockRequest(
-            (LockComponent(LockType.SHARED_WRITE, "default", "t", None,
-                           operation=DataOperationType.UPDATE),),
-            txn_id=txn, user="dead", host="h",
-        )
-    )  # fmt: skip
+    w = _open_update_txn(store, user="dead")
     victim = t.keys_of([7])
     write_delta(t.dir(), t.schema, w, [row(901)], statement_id=0)
     write_delta(t.dir(), t.schema, w, [row(7, -7)], statement_id=1)
@@ -135,15 +141,7 @@ def test_a_mutation_file_being_written_is_no_error(store: TxnStore) -> None:
     t = MutationTable(store, create_table(store))
     build_history(t)
     expected = t.expected()
-    txn = store.open_txns(1, user="writer", host="h")[0]
-    w = store.allocate_write_ids([txn], "default", "t")[txn]
-    store.lock(
-        LockRequest(
-            (LockComponent(LockType.SHARED_WRITE, "default", "t", None,
-                           operation=DataOperationType.UPDATE),),
-            txn_id=txn, user="writer", host="h",
-        )
-    )  # fmt: skip
+    w = _open_update_txn(store, user="writer")
     write_delta(t.dir(), t.schema, w, [row(7, -7)], statement_id=0)
     (torn,) = write_delete_delta(t.dir(), t.schema, w, t.keys_of([7]), statement_id=0)
     data = Path(torn).read_bytes()
