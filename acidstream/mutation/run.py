@@ -23,7 +23,9 @@ from acidstream.acid.errors import (
     CommitKeyExistsError,
     CommitStateUnknownError,
     ConfigError,
+    StorageError,
     TxnAbortedError,
+    storage_error,
 )
 from acidstream.acid.table_name import TableName
 from acidstream.mutation.results import MergeResult, MutationResult, from_json, to_json
@@ -170,7 +172,16 @@ def _attempt(
         files = MutationFiles(target, batch.current_write_id)
         run = MutationRun(target=target, files=files, write_id=batch.current_write_id, txn_id=txn)
         faults.point("mutation.after_open")
-        result = body(run)
+        try:
+            result = body(run)
+        except StorageError:
+            raise
+        except OSError as e:
+            # Full disk, read-only file system, I/O error: typed as for every writer; the
+            # txn is aborted and the files removed below.
+            raise storage_error(
+                e, f"writing {name}", f"txn {txn} was aborted, committed data is intact"
+            ) from e
         result = _with(
             result,
             write_id=run.write_id,
