@@ -107,3 +107,27 @@ def acidstream_source() -> object:
 
     ids = list(range(150, 260))
     return pa.table({"id": pa.array(ids, pa.int32()), "msg": [f"new{i}" * 20 for i in ids]})
+
+
+def test_the_cli_on_a_full_disk_prints_one_line_and_exits_4(
+    on_tiny_disk: tuple[Table, Path],
+    store_url: str,
+    warehouse: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from acidstream.cli.main import EXIT_STORAGE, main
+
+    t, disk = on_tiny_disk
+    before = rows_of(t.read())
+    _fill(disk)
+    capsys.readouterr()
+    code = main(
+        ["delete", "default.t", "--where", "id < 50", "--metastore", store_url,
+         "--warehouse", warehouse]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == EXIT_STORAGE == 4, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "No space left on device" in lines[0], err
+    assert "Traceback" not in err
+    assert rows_of(t.read()) == before
