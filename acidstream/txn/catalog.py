@@ -28,6 +28,7 @@ from acidstream.acid.partition_name import (
 )
 from acidstream.acid.schema import HiveType, TableSchema, parse_hive_type
 from acidstream.acid.table_name import DEFAULT_DB, check_new_name
+from acidstream.txn.table_key import check_key_properties
 
 __all__ = [
     "MAX_BUCKETS",
@@ -266,6 +267,7 @@ def validate_table(t: TableDef, *, check_properties: bool = True) -> TableDef:
         params[TRANSACTIONAL] = trans.lower()
     if check_properties:
         _validate_properties(f"{db}.{name}", params, col_names)
+        check_key_properties(f"{db}.{name}", params, dict(columns), dict(pkeys))
     out = replace(
         t,
         db=db,
