@@ -32,6 +32,11 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--timeout", type=float, default=None, help="stop a continuous query after N seconds"
     )
+    p.add_argument(
+        "--metrics-port", type=_port, default=None, metavar="PORT",
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics (overrides "
+        "job.metrics_port; 0: off)",
+    )  # fmt: skip
     p.add_argument("--metastore", help="metastore URL (overrides config and environment)")
     p.add_argument("--warehouse", help="warehouse root (overrides config and environment)")
     p.set_defaults(func=_cmd_run_kafka)
@@ -48,6 +53,17 @@ def _count(text: str) -> int:
     return n
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0..65535 (argparse turns the error into exit 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port (0..65535), got {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port (0..65535), got {n}")
+    return n
+
+
 def _cmd_run_kafka(args: argparse.Namespace) -> int:
     from acidstream.jobs.config import KafkaJobConfig
 
@@ -55,6 +71,7 @@ def _cmd_run_kafka(args: argparse.Namespace) -> int:
         "kafka.bootstrap_servers": args.bootstrap, "kafka.topic": args.topic,
         "metastore": args.metastore, "warehouse": args.warehouse,
         "trigger.available_now": False if args.continuous else None,
+        "job.metrics_port": args.metrics_port,
     }  # fmt: skip
     config = KafkaJobConfig.load(args.config, overrides=overrides)
     return run(

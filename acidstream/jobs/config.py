@@ -33,7 +33,7 @@ from acidstream.acid.errors import ConfigError
 from acidstream.sinks.foreach_batch import SINK_FIELDS, SinkOptions
 from acidstream.txn.namespaces import refuse_link
 
-__all__ = ["KafkaJobConfig", "KafkaSettings", "TableSettings", "TriggerSettings"]
+__all__ = ["JobSettings", "KafkaJobConfig", "KafkaSettings", "TableSettings", "TriggerSettings"]
 
 ENV_BOOTSTRAP = "ACIDSTREAM_KAFKA_BOOTSTRAP"
 
@@ -76,6 +76,21 @@ class TriggerSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class JobSettings:
+    """The job process's own settings (YAML section ``job:``).
+
+    Attributes:
+        metrics_port: serve Prometheus metrics (``GET /metrics``) on ``127.0.0.1`` at this
+            port (``acidstream.jobs.metrics``); 0: no metrics server.
+    """
+
+    metrics_port: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self, JOB_FIELDS, prefix="job.")
+
+
+@dataclass(frozen=True, kw_only=True)
 class KafkaJobConfig:
     """Everything the job needs; build it with :meth:`load`."""
 
@@ -83,6 +98,7 @@ class KafkaJobConfig:
     table: TableSettings = field(default_factory=TableSettings)
     sink: SinkOptions = field(default_factory=SinkOptions)
     trigger: TriggerSettings = field(default_factory=TriggerSettings)
+    job: JobSettings = field(default_factory=JobSettings)
     metastore: str | None = None
     warehouse: str = "./warehouse"
     checkpoint: str = "./warehouse/_checkpoints/job"
@@ -119,6 +135,7 @@ class KafkaJobConfig:
         table = TableSettings(**_parsed(tree, "table", TABLE_FIELDS))
         trigger = TriggerSettings(**_parsed(tree, "trigger", TRIGGER_FIELDS))
         sink = SinkOptions(**_parsed(tree, "sink", SINK_FIELDS))
+        job = JobSettings(**_parsed(tree, "job", JOB_FIELDS))
         spark = _parsed(tree, "spark", SPARK_FIELDS, sections=("conf",))
         conf = {
             k: _conf_value(f"spark.conf.{k}", v)
@@ -136,6 +153,7 @@ class KafkaJobConfig:
             table=table,
             sink=sink,
             trigger=trigger,
+            job=job,
             warehouse=warehouse,
             checkpoint=checkpoint,
             spark_master=spark.get("master", "local[2]"),
@@ -153,14 +171,15 @@ KAFKA_FIELDS = fields_of(
 )
 TABLE_FIELDS = fields_of(TableSettings)
 TRIGGER_FIELDS = fields_of(TriggerSettings)
+JOB_FIELDS = fields_of(JobSettings, Field(name="metrics_port", min=0, max=65535))
 TOP_FIELDS = fields_of(
     KafkaJobConfig,
     Field(name="compaction", choices=("auto", "off")),
     Field(name="housekeeping_interval_s", above=0),
-    skip=("kafka", "table", "sink", "trigger", "spark_master", "spark_conf"),
+    skip=("kafka", "table", "sink", "trigger", "job", "spark_master", "spark_conf"),
 )
 SPARK_FIELDS = {"master": Field(name="master", kind="str", default="local[2]")}
-_SECTIONS = ("kafka", "table", "sink", "trigger", "spark")
+_SECTIONS = ("kafka", "table", "sink", "trigger", "job", "spark")
 _ENV_VARS = {
     ("metastore",): "ACIDSTREAM_METASTORE",
     ("warehouse",): "ACIDSTREAM_WAREHOUSE",
@@ -172,6 +191,7 @@ FLAGS = {
     "metastore": "--metastore",
     "warehouse": "--warehouse",
     "trigger.available_now": "--continuous",
+    "job.metrics_port": "--metrics-port",
 }
 """The ``run-kafka`` flag of each override key (named in messages)."""
 

@@ -2,9 +2,12 @@
 
 Driver side only: builds (or takes) the SparkSession, makes sure the table exists,
 reads Kafka with acidstream's Python Kafka source (``acidkafka``; Spark's built-in
-``kafka`` format works the same where the JVM connector exists), writes with
-``AcidSink`` and runs with an ``availableNow`` or processing-time trigger. With the
-embedded defaults it also starts a local broker (see ``examples/kafka_to_table.py``).
+``kafka`` format works the same where the JVM connector exists), writes with the sink
+of ``sink.mode`` (``append``: ``AcidSink``; ``upsert``: ``UpsertSink``, which applies
+change events to a keyed table) and runs with an ``availableNow`` or processing-time
+trigger. Each committed batch prints a progress line and feeds the job's metrics
+(``acidstream.jobs.metrics``; served at ``job.metrics_port``). With the embedded
+defaults it also starts a local broker (see ``examples/kafka_to_table.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,19 +26,34 @@ from acidstream.acid.errors import ConfigError, TableNotFoundError
 from acidstream.acid.schema import TableSchema
 from acidstream.jobs.config import KafkaJobConfig
 from acidstream.jobs.errors import JobFailedError
+from acidstream.jobs.metrics import (
+    BatchSummary,
+    JobMetrics,
+    LagProbe,
+    MetricsServer,
+    progress_line,
+)
 from acidstream.sinks.foreach_batch import AcidSink, committed_offsets
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.namespaces import bind_write_name
 
-__all__ = ["JobResult", "ensure_table", "job_failure_message", "run_kafka_job", "spark_session"]
+__all__ = [
+    "JobResult",
+    "ensure_table",
+    "job_failure_message",
+    "make_sink",
+    "run_kafka_job",
+    "spark_session",
+]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class JobResult:
-    """What one run of the job did."""
+    """What one run of the job did (``rows``: rows written in append mode, events
+    applied or dead-lettered in upsert mode, over the batches this run committed)."""
 
     batches_committed: int
     batches_skipped: int
@@ -103,12 +122,47 @@ def ensure_table(config: KafkaJobConfig) -> TableDef:
                 partition_keys=tuple((n, str(t)) for n, t in parts),
                 bucket_cols=bucket_cols,
                 num_buckets=num_buckets,
-                parameters={"transactional": "true"},
+                parameters={"transactional": "true", **_key_parameters(config)},
             ),
             if_not_exists=True,
         )
     finally:
         store.close()
+
+
+def _key_parameters(config: KafkaJobConfig) -> dict[str, str]:
+    """The table key an upsert job's new table gets (``acidstream.key``: the sink's key
+    columns), so later writers (``StreamingConnection.upsert``, the HTTP server's upsert
+    mode) find it; an append job's table has none."""
+    key = getattr(config.sink, "key", None)
+    if _mode(config) != "upsert" or not key:
+        return {}
+    return {"acidstream.key": ",".join(key)}
+
+
+def _mode(config: KafkaJobConfig) -> str:
+    """``sink.mode``: ``append`` (the default) or ``upsert``."""
+    return str(getattr(config.sink, "mode", "append"))
+
+
+def make_sink(config: KafkaJobConfig, *, lineage: str | None) -> Any:
+    """The ``foreachBatch`` sink of ``sink.mode`` (driver side): ``AcidSink`` appends,
+    ``UpsertSink`` applies change events. Both record the batch and its Kafka offsets
+    under the same table parameter (``SinkOptions.meta_key``), so a restart from the
+    table's offsets works for both."""
+    kwargs: dict[str, Any] = {
+        "table": config.table.name, "metastore": config.metastore,
+        "warehouse": config.warehouse, "options": config.sink, "lineage": lineage,
+        "namespace": config.table.namespace,
+    }  # fmt: skip
+    if _mode(config) == "upsert":
+        # Imported here: only an upsert job needs the change-event parser and the
+        # mutation engine behind it.
+        import importlib
+
+        upsert = importlib.import_module("acidstream.sinks.upsert_sink")
+        return upsert.UpsertSink(**kwargs)
+    return AcidSink(**kwargs)
 
 
 def _starting_offsets(config: KafkaJobConfig) -> tuple[str, str]:
@@ -187,6 +241,7 @@ def run_kafka_job(
     bootstrap: str | None = None,
     spark: Any = None,
     timeout_s: float | None = None,
+    on_batch: Callable[[BatchSummary], None] | None = None,
 ) -> JobResult:
     """Run the job until the trigger ends it (``availableNow``) or ``timeout_s`` passes.
 
@@ -195,6 +250,8 @@ def run_kafka_job(
         bootstrap: Kafka bootstrap servers, overriding the config (an embedded broker's).
         spark: an existing SparkSession (driver); one is built from the config otherwise.
         timeout_s: stop a processing-time query after this long (``None``: run until killed).
+        on_batch: called in the driver after each committed batch (once its metrics are
+            recorded and its progress line printed) with the batch's summary.
     """
     servers = bootstrap or config.kafka.bootstrap_servers
     if servers == "embedded":
@@ -204,7 +261,7 @@ def run_kafka_job(
     ensure_table(config)
     services = _TableServices(config)
     try:
-        return _run(config, servers, spark, timeout_s)
+        return _run(config, servers, spark, timeout_s, on_batch)
     finally:
         services.stop()
 
@@ -244,7 +301,13 @@ class _TableServices:
             self.housekeeper.stop()
 
 
-def _run(config: KafkaJobConfig, servers: str, spark: Any, timeout_s: float | None) -> JobResult:
+def _run(
+    config: KafkaJobConfig,
+    servers: str,
+    spark: Any,
+    timeout_s: float | None,
+    on_batch: Callable[[BatchSummary], None] | None,
+) -> JobResult:
     spark = spark or spark_session(config)
     from acidstream.sources.kafka import KafkaSource
 
@@ -261,19 +324,21 @@ def _run(config: KafkaJobConfig, servers: str, spark: Any, timeout_s: float | No
         reader = reader.option("endOffsetsFrom", config.kafka.end_offsets_from)
     if config.kafka.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
-    sink = AcidSink(table=config.table.name, metastore=config.metastore, warehouse=config.warehouse,
-                    options=config.sink, lineage=_lineage(config.checkpoint),
-                    namespace=config.table.namespace)  # fmt: skip
+    sink = make_sink(config, lineage=_lineage(config.checkpoint))
+    progress = _Progress(config, servers)
     rows = 0
 
     def batch(df: Any, batch_id: int) -> None:
         nonlocal rows
         sink(df, batch_id)
-        if sink.last_batch_stats.get("batch_id") == batch_id:
-            st = sink.last_batch_stats
-            rows += int(st["rows"])
-            print(f"batch {batch_id}: {st['rows']:,} rows, write ids {st['write_ids'][0]}..{st['write_ids'][1]}, {st['files']} files, "
-                  f"{st['bad_records']} bad, {st['seconds']:.2f}s", flush=True)  # fmt: skip
+        st = sink.last_batch_stats
+        if st.get("batch_id") != batch_id:
+            progress.skipped(batch_id)
+            return
+        rows += int(st["events"] if progress.metrics.mode == "upsert" else st["rows"])
+        summary = progress.committed(st)
+        if on_batch is not None:
+            on_batch(summary)
 
     writer = (
         reader.load()
@@ -285,23 +350,78 @@ def _run(config: KafkaJobConfig, servers: str, spark: Any, timeout_s: float | No
     t0 = time.monotonic()
     from pyspark.errors import StreamingQueryException
 
-    query = writer.start()
     try:
-        if timeout_s is None:
-            query.awaitTermination()
-        else:
-            query.awaitTermination(timeout_s)
+        query = writer.start()
+        try:
+            if timeout_s is None:
+                query.awaitTermination()
+            else:
+                query.awaitTermination(timeout_s)
+                if query.isActive:
+                    query.processAllAvailable()
+            failure = query.exception()
+        except StreamingQueryException as e:
+            failure = e
+        finally:
             if query.isActive:
-                query.processAllAvailable()
-        failure = query.exception()
-    except StreamingQueryException as e:
-        failure = e
+                query.stop()
     finally:
-        if query.isActive:
-            query.stop()
         sink.close()
+        progress.close()
     if failure is not None:
         raise JobFailedError(job_failure_message(str(failure))) from failure
     return JobResult(
         sink.batches_committed, sink.batches_skipped, rows, time.monotonic() - t0, origin
     )
+
+
+class _Progress:
+    """The job's view of its batches (driver side): the console line of each and the
+    metrics (served on ``job.metrics_port`` when set). The consumer lag compares the
+    broker's end offsets with the offsets the table recorded at its last commit, read
+    with a store connection of its own."""
+
+    def __init__(self, config: KafkaJobConfig, servers: str) -> None:
+        self.config = config
+        self.name = bind_write_name(config.table.name, namespace=config.table.namespace)
+        self.lag = LagProbe(
+            servers, config.kafka.topic, method=config.kafka.end_offsets_from or "listOffsets"
+        )
+        self.metrics = JobMetrics(
+            table=str(self.name), sink_id=config.sink.sink_id, mode=_mode(config), lag=self.lag
+        )
+        self._store = StoreConfig.resolve(
+            metastore=config.metastore, warehouse=config.warehouse
+        ).open()
+        self.server: MetricsServer | None = None
+        try:
+            self._read_committed()
+            if config.job.metrics_port:
+                self.server = MetricsServer(self.metrics.registry, config.job.metrics_port)
+                print(f"metrics: http://127.0.0.1:{self.server.port}/metrics", flush=True)
+        except BaseException:
+            self._store.close()
+            raise
+
+    def _read_committed(self) -> None:
+        raw = self._store.get_table_param(self.name.db, self.name.table, self.config.sink.meta_key)
+        self.lag.set_committed(json.loads(raw).get("offsets") if raw else None)
+
+    def committed(self, stats: dict[str, Any]) -> BatchSummary:
+        """After a batch's commit: its metrics and its console line."""
+        self._read_committed()
+        summary = self.metrics.record_batch(stats)
+        print(progress_line(summary), flush=True)
+        return summary
+
+    def skipped(self, batch_id: int) -> None:
+        """A replayed batch the table had committed already (after a restart)."""
+        self.metrics.skipped.inc()
+        print(f"batch {batch_id}: committed before (a replay after a restart): skipped", flush=True)
+
+    def close(self) -> None:
+        try:
+            if self.server is not None:
+                self.server.stop()
+        finally:
+            self._store.close()
