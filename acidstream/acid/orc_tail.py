@@ -30,6 +30,7 @@ __all__ = [
     "PROLEPTIC_GREGORIAN",
     "OrcTail",
     "compress_chunks",
+    "decompress_chunk",
     "decompress_chunks",
     "metadata_items",
     "parse_tail",
@@ -296,3 +297,10 @@ def with_proleptic_calendar(footer_fields: list[Field]) -> list[Field]:
     at = next((i for i, f in enumerate(out) if f[0] > 11), len(out))
     out.insert(at, (11, VARINT, PROLEPTIC_GREGORIAN))
     return out
+
+
+def decompress_chunk(kind: int, chunk: bytes | memoryview) -> bytes:
+    """One compressed chunk's bytes (the body after ORC's 3-byte chunk header), for the
+    readers of stripe streams (``acidstream.acid.orc_row_groups``); ``AcidFormatError``
+    for a corrupt chunk or a codec not handled here (LZO, LZ4)."""
+    return _decompress(kind, bytes(chunk))

@@ -10,13 +10,19 @@ reading only what the mutation can touch:
   dataset simplification keeps those the filter may satisfy (sound for any expression:
   ``OR``, ``NOT`` and ``IS NULL`` included);
 - with ``buckets`` (a MERGE on the key of a table bucketed on it), only those buckets'
-  files are read.
+  files are read;
+- with ``keys`` (a MERGE's source keys), only the stripes and row groups of each file
+  whose statistics and bloom filters may hold a key are decoded, and of them only the
+  rows holding one are returned (``acidstream.acid.key_lookup``): the cost grows with
+  the rows and row groups the keys touch, not with the table. Partitions with original
+  files or list bucketing are read whole and filtered.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+import logging
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -24,21 +30,26 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from acidstream.acid.directory import get_acid_state
 from acidstream.acid.errors import ConfigError
+from acidstream.acid.key_lookup import LookupCounts, lookup_partition
 from acidstream.acid.list_bucketing import SkewedInfo
 from acidstream.acid.list_bucketing_prune import partition_skews
 from acidstream.acid.orc_options import OrcWriterOptions
 from acidstream.acid.partition_name import make_partition_name
 from acidstream.acid.partitions import Partition, PartitionValues, discover_partitions
 from acidstream.acid.placement import Placement, TableLayout
-from acidstream.acid.read_plan import ROW_ID_COLUMN, ROW_ID_TYPE
-from acidstream.acid.reader import scan
+from acidstream.acid.read_plan import ROW_ID_COLUMN, ROW_ID_TYPE, build_plan
+from acidstream.acid.reader import DEFAULT_DELETE_EVENT_CAP, scan
 from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
 from acidstream.acid.storage import Storage
+from acidstream.acid.timestamps import DEFAULT_TIMESTAMP_UNIT
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.store import TxnStore
 
-__all__ = ["ROW_ID_COLUMN", "Target", "read_rows", "row_schema"]
+__all__ = ["ROW_ID_COLUMN", "Target", "key_values", "read_rows", "row_schema"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +162,18 @@ def row_schema(table: TableDef) -> pa.Schema:
     return pa.schema(fields)
 
 
+def key_values(keys: pa.Table) -> dict[str, pa.Array]:
+    """The distinct non-null values of each key column (lower-cased names) of ``keys``,
+    as :func:`read_rows` takes them; nested columns are left out (they prune nothing)."""
+    out: dict[str, pa.Array] = {}
+    for name in keys.column_names:
+        col = keys.column(name)
+        if pa.types.is_nested(col.type):
+            continue
+        out[name.lower()] = pc.unique(col.combine_chunks()).drop_null()
+    return out
+
+
 def read_rows(
     target: Target,
     partitions: Sequence[Partition],
@@ -158,32 +181,111 @@ def read_rows(
     where: pc.Expression | None = None,
     columns: Sequence[str] | None = None,
     buckets: Collection[int] | None = None,
+    keys: pa.Table | Mapping[str, pa.Array] | None = None,
+    counts: LookupCounts | None = None,
 ) -> pa.Table:
     """The rows of ``partitions`` visible to the mutation's snapshot that satisfy ``where``,
     with ROW__ID first (``row__id`` struct<writeid, bucketid, rowid>) and every column
-    of :attr:`Target.schema` (or ``columns``)."""
+    of :attr:`Target.schema` (or ``columns``).
+
+    ``keys``: a table of key values (or their distinct values per column, as
+    :func:`key_values` gives), named as the table's columns: only rows whose key columns
+    each hold one of the values are returned (the rows a join on those keys can match),
+    found by statistics, bloom filters and row-group reads. ``counts`` receives what the
+    lookup read (stripes and row groups)."""
     out_schema = pa.schema(
         [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)]
         + [f for f in target.schema if columns is None or f.name in set(columns)]
     )
+    kv = key_values(keys) if isinstance(keys, pa.Table) else keys
+    if kv is not None:
+        kv = {k: v for k, v in kv.items() if k in set(out_schema.names)}
     tables: list[pa.Table] = []
+    c = counts if counts is not None else LookupCounts()
     for p in partitions:
-        s = scan(
-            p.path,
-            write_ids=target.write_ids,
-            txns=target.txns,
-            columns=[f.name for f in out_schema][1:],
-            include_row_id=True,
-            filter=where,
-            schema=target.table.schema,
-            storage=target.storage,
-            skews=target.skews,
-            partition_keys=target.partition_names,
-            buckets=buckets,
-        )
-        for t in s.batches:
+        if kv and target.table.skewed is None:
+            batches = _lookup(target, p, out_schema, where, buckets, kv, c)
+        else:
+            batches = None
+        if batches is None:
+            batches = _scan(target, p, out_schema, where, buckets)
+        for t in batches:
             if t.num_rows:
                 tables.append(t.cast(out_schema) if t.schema != out_schema else t)
+    if kv:
+        log.debug("MERGE key lookup in %s: %s", target.table.full_name, c.text())
     if not tables:
         return out_schema.empty_table()
-    return pa.concat_tables(tables)
+    out = pa.concat_tables(tables)
+    if kv and out.num_rows:
+        mask: pc.Expression | None = None
+        for k, v in kv.items():
+            e = pc.field(k).isin(v)
+            mask = e if mask is None else mask & e
+        assert mask is not None
+        out = out.filter(mask)
+    return out
+
+
+def _scan(
+    target: Target,
+    p: Partition,
+    out_schema: pa.Schema,
+    where: pc.Expression | None,
+    buckets: Collection[int] | None,
+) -> list[pa.Table]:
+    s = scan(
+        p.path,
+        write_ids=target.write_ids,
+        txns=target.txns,
+        columns=[f.name for f in out_schema][1:],
+        include_row_id=True,
+        filter=where,
+        schema=target.table.schema,
+        storage=target.storage,
+        skews=target.skews,
+        partition_keys=target.partition_names,
+        buckets=buckets,
+    )
+    return list(s.batches)
+
+
+def _lookup(
+    target: Target,
+    p: Partition,
+    out_schema: pa.Schema,
+    where: pc.Expression | None,
+    buckets: Collection[int] | None,
+    keys: Mapping[str, pa.Array],
+    counts: LookupCounts,
+) -> list[pa.Table] | None:
+    """The partition's key rows by :func:`lookup_partition`; ``None`` when it holds
+    original files (read by the full reader instead)."""
+    state = get_acid_state(
+        p.path, write_ids=target.write_ids, txns=target.txns, storage=target.storage
+    )
+    if state.original_files or any(d.is_raw for d in state.deltas):
+        return None
+    plan = build_plan(
+        None,
+        schema=target.table.schema,
+        partition_names=target.partition_names,
+        columns=[f.name for f in out_schema][1:],
+        include_row_id=True,
+        filter=where,
+        timestamp_unit=DEFAULT_TIMESTAMP_UNIT,
+    )
+    return list(
+        lookup_partition(
+            target.storage,
+            p,
+            state,
+            plan=plan,
+            keys=keys,
+            write_ids=target.write_ids,
+            buckets=buckets,
+            delete_event_cap=DEFAULT_DELETE_EVENT_CAP,
+            blooms=bool(target.options.bloom_filter_columns),
+            counts=counts,
+        )
+    )

@@ -1,0 +1,443 @@
+"""Snapshot reads of only the rows that may hold some keys: a MERGE's (or a by-key
+UPDATE's) lookup, at a cost that grows with the rows touched, not with the table.
+
+For each base and delta bucket file of the snapshot, :func:`lookup_partition`
+
+1. skips stripes whose statistics (min/max of each key column) hold no key;
+2. in the others, picks the row groups (``orc.row.index.stride`` rows) whose row-index
+   min/max and bloom filter (``orc.bloom.filter.columns``) may hold a key
+   (``acidstream.acid.key_prune``);
+3. decodes only those row groups of the columns the lookup needs (key columns, the
+   ROW__ID columns, ``currentTransaction`` where validity is checked, the columns asked
+   for) with ``acidstream.acid.orc_row_groups``; a stripe it cannot decode that way (a
+   column type or codec it does not handle, no row index) or where most groups hold a
+   key is read whole with pyarrow;
+4. keeps the rows whose key columns hold key values, then applies Hive's rules as the
+   full reader does (``acidstream.acid.file_reader``): write-id validity, delete events
+   of the qualifying delete deltas, ROW__ID, the plan's columns and partition values.
+
+Partitions with original (pre-ACID) files or list-bucketing directories are read by the
+full reader (``acidstream.acid.reader.scan``); the caller filters those rows by key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from acidstream.acid.delete_registry import (
+    DeleteKeySet,
+    SortMergedDeletes,
+    delete_files,
+    key_table,
+    valid_write_id_mask,
+)
+from acidstream.acid.directory import AcidState, DataFile
+from acidstream.acid.file_reader import Deletes, read_acid_file
+from acidstream.acid.key_prune import (
+    ColumnKeys,
+    PruneCounts,
+    SortedKeys,
+    groups_with_keys,
+    stripe_may_hold,
+)
+from acidstream.acid.layout import ParsedDelta
+from acidstream.acid.orc_inspect import open_orc
+from acidstream.acid.orc_read import read_orc_columns
+from acidstream.acid.orc_row_groups import (
+    STRUCT,
+    OrcBytes,
+    OrcMeta,
+    StripeReader,
+    Unsupported,
+    group_ranges,
+)
+from acidstream.acid.partitions import Partition
+from acidstream.acid.read_plan import ReadPlan, assemble
+from acidstream.acid.schema import ACID_COLUMNS
+from acidstream.acid.snapshot import RangeResponse, ValidWriteIdList
+from acidstream.acid.storage import Storage
+from acidstream.acid.timestamps import cast_column
+
+__all__ = ["LookupCounts", "lookup_partition"]
+
+log = logging.getLogger(__name__)
+
+# A stripe where the chosen row groups hold more than this share of its rows is read
+# whole by pyarrow (its C++ decoder beats decoding nearly everything in numpy).
+WHOLE_STRIPE_SHARE = 0.25
+
+
+@dataclass
+class LookupCounts:
+    """What a lookup read, for logs, tests and the benchmark."""
+
+    files: int = 0
+    stripes: int = 0
+    stripes_pruned: int = 0
+    stripes_whole: int = 0
+    groups: int = 0
+    groups_read: int = 0
+    prune: PruneCounts = field(default_factory=PruneCounts)
+
+    def text(self) -> str:
+        return (
+            f"{self.files} files, stripes {self.stripes - self.stripes_pruned}/{self.stripes} "
+            f"read ({self.stripes_whole} whole), row groups {self.groups_read}/{self.groups} "
+            f"({self.prune.by_stats} ruled out by min/max, {self.prune.by_bloom} by bloom "
+            "filters)"
+        )
+
+
+def _registry(storage: Storage, state: AcidState, write_ids: ValidWriteIdList, cap: int) -> Deletes:
+    dfiles = delete_files(state)
+    registry: DeleteKeySet | SortMergedDeletes | None = None
+    if dfiles:
+        merged = SortMergedDeletes(storage, dfiles, write_ids)
+        registry = merged if merged.size > cap else DeleteKeySet(storage, dfiles, write_ids)
+    return Deletes(registry, tuple({f.delta: None for f in dfiles}))
+
+
+def lookup_partition(
+    storage: Storage,
+    partition: Partition,
+    state: AcidState,
+    *,
+    plan: ReadPlan,
+    keys: Mapping[str, pa.Array],
+    write_ids: ValidWriteIdList,
+    buckets: Collection[int] | None = None,
+    delete_event_cap: int,
+    blooms: bool = True,
+    counts: LookupCounts | None = None,
+) -> Iterator[pa.Table]:
+    """The visible rows of one partition's snapshot ``state`` (no original files) whose
+    key columns hold one of ``keys``' values (table column name -> values, the table's
+    types), as batches of ``plan``'s schema (which must include ROW__ID).
+
+    ``blooms``: whether files may have bloom filters on key columns (the table's
+    ``orc.bloom.filter.columns``); without, a stripe of one row group is read as it is
+    once its statistics say it may hold a key."""
+    assert plan.include_row_id
+    if state.original_files or any(d.is_raw for d in state.deltas):
+        raise ValueError("lookup_partition does not read original files")
+    deletes = _registry(storage, state, write_ids, delete_event_cap)
+    sorted_keys = {k: SortedKeys(v) for k, v in keys.items()}
+    c = counts if counts is not None else LookupCounts()
+    dirs = ([state.base] if state.base else []) + list(state.insert_deltas)
+    for d in dirs:
+        if isinstance(d.parsed, ParsedDelta):
+            split_min, split_stmt = d.parsed.min_write_id, d.parsed.statement_id
+            check = (
+                write_ids.is_write_id_range_valid(d.parsed.min_write_id, d.parsed.max_write_id)
+                != RangeResponse.ALL
+            )
+        else:
+            split_min, split_stmt, check = 0, -1, False
+        for f in d.files:
+            if f.logical_length == 0 or (buckets is not None and f.bucket_id not in buckets):
+                continue
+            t = _lookup_file(
+                storage,
+                f,
+                plan=plan,
+                partition=partition,
+                keys=keys,
+                sorted_keys=sorted_keys,
+                write_ids=write_ids,
+                check_validity=check,
+                deletes=deletes,
+                split=(split_min, split_stmt),
+                counts=c,
+                blooms=blooms,
+            )
+            if t is not None and t.num_rows:
+                yield t
+    if counts is None:
+        log.debug("key lookup in %s: %s", partition.path, c.text())
+
+
+@dataclass
+class _File:
+    """One data file being looked up: its layout and the ORC ids of what is read."""
+
+    storage: Storage
+    f: DataFile
+    data: OrcBytes
+    meta: OrcMeta
+    acid: dict[str, int]  # canonical ACID name -> column id
+    row_ids: list[int | None]  # per plan.read_positions: the column id, None if absent
+    acid_names: dict[str, str]  # canonical ACID name -> the file's spelling
+    row_name: str
+    row_fields: tuple[str, ...]
+
+    @classmethod
+    def open(cls, storage: Storage, f: DataFile, plan: ReadPlan) -> _File | None:
+        data = OrcBytes(storage, f.path, length=f.logical_length)
+        meta = OrcMeta.of(data.tail())
+        root = meta.types[0] if meta.types else None
+        if root is None or root.kind != STRUCT:
+            data.close()
+            return None
+        low = {n.lower(): n for n in root.names}
+        if len(root.names) != len(ACID_COLUMNS) or any(a.lower() not in low for a in ACID_COLUMNS):
+            data.close()
+            return None  # not an ACID event file: the full reader says why
+        names = {a: low[a.lower()] for a in ACID_COLUMNS}
+        acid = {a: meta.column_id([names[a]]) for a in ACID_COLUMNS}
+        row = acid["row"]
+        if row is None or meta.types[row].kind != STRUCT or any(v is None for v in acid.values()):
+            data.close()
+            return None
+        rtype = meta.types[row]
+        row_ids = [
+            rtype.subtypes[p] if p < len(rtype.subtypes) else None for p in plan.read_positions
+        ]
+        return cls(
+            storage,
+            f,
+            data,
+            meta,
+            {k: v for k, v in acid.items() if v is not None},
+            row_ids,
+            names,
+            names["row"],
+            rtype.names,
+        )
+
+    def key_columns(self, plan: ReadPlan, keys: Mapping[str, SortedKeys]) -> list[ColumnKeys]:
+        """The keys of each key column the file holds, by its column id (positional, as
+        the plan maps table columns to file fields)."""
+        out: list[ColumnKeys] = []
+        row = self.meta.types[self.acid["row"]]
+        lower = {n.lower(): i for i, n in enumerate(plan.names)}
+        for name, values in keys.items():
+            pos = lower.get(name.lower())
+            if pos is None or pos >= len(row.subtypes):
+                continue
+            k = values.of_column(self.meta, row.subtypes[pos])
+            if k is not None:
+                out.append(k)
+        return out
+
+
+def _lookup_file(
+    storage: Storage,
+    f: DataFile,
+    *,
+    plan: ReadPlan,
+    partition: Partition,
+    keys: Mapping[str, pa.Array],
+    sorted_keys: Mapping[str, SortedKeys],
+    write_ids: ValidWriteIdList,
+    check_validity: bool,
+    deletes: Deletes,
+    split: tuple[int, int],
+    counts: LookupCounts,
+    blooms: bool,
+) -> pa.Table | None:
+    fl = _File.open(storage, f, plan)
+    if fl is None:
+        return _whole_file(
+            storage,
+            f,
+            plan=plan,
+            partition=partition,
+            write_ids=write_ids,
+            check_validity=check_validity,
+            deletes=deletes,
+            split=split,
+        )
+    qualifying = deletes.qualifying(*split) if deletes.registry else frozenset()
+    counts.files += 1
+    try:
+        kcols = fl.key_columns(plan, sorted_keys)
+        acid_cols = ["originalTransaction", "bucket", "rowId"]
+        if check_validity:
+            acid_cols.append("currentTransaction")
+        pieces: list[pa.Table] = []
+        for s in range(len(fl.meta.stripes)):
+            counts.stripes += 1
+            if not stripe_may_hold(fl.meta, s, kcols):
+                counts.stripes_pruned += 1
+                continue
+            t = _read_stripe(fl, s, kcols, acid_cols, plan, counts, blooms)
+            t = _key_rows(t, plan, keys, fl)
+            if t.num_rows:
+                pieces.append(
+                    _finish(
+                        t,
+                        plan=plan,
+                        partition=partition,
+                        write_ids=write_ids,
+                        check_validity=check_validity,
+                        deletes=deletes,
+                        qualifying=qualifying,
+                    )
+                )
+    finally:
+        fl.data.close()
+    return pa.concat_tables(pieces) if pieces else None
+
+
+# Column names of the internal table one stripe's read gives.
+def _acid_key(a: str) -> str:
+    return f"acid.{a}"
+
+
+def _row_key(i: int) -> str:
+    return f"row.{i}"
+
+
+def _read_stripe(
+    fl: _File,
+    s: int,
+    kcols: Sequence[ColumnKeys],
+    acid_cols: Sequence[str],
+    plan: ReadPlan,
+    counts: LookupCounts,
+    blooms: bool,
+) -> pa.Table:
+    """The needed columns of the row groups of stripe ``s`` that may hold a key (all of
+    them when read whole), named by :func:`_acid_key` / :func:`_row_key`."""
+    info = fl.meta.stripes[s]
+    stride = fl.meta.row_index_stride
+    if not blooms and (stride <= 0 or info.rows <= stride):
+        # One row group (or no row index): its statistics are the stripe's, already
+        # asked; without bloom filters to ask, read it as it is.
+        counts.stripes_whole += 1
+        counts.groups += 1
+        counts.groups_read += 1
+        return _pyarrow_stripe(fl, s, acid_cols)
+    reader = StripeReader(fl.data, fl.meta, s)
+    cols = [fl.acid[a] for a in acid_cols] + [c for c in fl.row_ids if c is not None]
+    groups = groups_with_keys(reader, kcols, counts.prune) if kcols else None
+    n_groups = reader.groups
+    counts.groups += n_groups
+    if groups is not None:
+        rows = sum(reader.group_rows(g) for g in groups)
+        if not groups:
+            return pa.table({})
+        if rows <= WHOLE_STRIPE_SHARE * reader.rows and all(reader.supports(c) for c in cols):
+            try:
+                ranges = group_ranges(groups)
+                arrays = {_acid_key(a): reader.read(fl.acid[a], ranges) for a in acid_cols}
+                for i, c in enumerate(fl.row_ids):
+                    if c is not None:
+                        arrays[_row_key(i)] = reader.read(c, ranges)
+                counts.groups_read += len(groups)
+                return pa.table(arrays)
+            except Unsupported:
+                pass
+    counts.stripes_whole += 1
+    counts.groups_read += n_groups
+    return _pyarrow_stripe(fl, s, acid_cols)
+
+
+def _pyarrow_stripe(fl: _File, s: int, acid_cols: Sequence[str]) -> pa.Table:
+    orcf = open_orc(fl.storage, fl.f.path, length=fl.f.logical_length)
+    paths = [fl.acid_names[a] for a in acid_cols]
+    row_paths: dict[int, str] = {}
+    rtype = fl.meta.types[fl.acid["row"]]
+    for i, c in enumerate(fl.row_ids):
+        if c is not None:
+            row_paths[i] = f"{fl.row_name}.{rtype.names[rtype.subtypes.index(c)]}"
+    t = read_orc_columns(
+        orcf,
+        storage=fl.storage,
+        path=fl.f.path,
+        length=fl.f.logical_length,
+        columns=paths + list(row_paths.values()),
+        stripe=s,
+    )
+    arrays: dict[str, pa.Array | pa.ChunkedArray] = {
+        _acid_key(a): t.column(p) for a, p in zip(acid_cols, paths, strict=True)
+    }
+    for i, p in row_paths.items():
+        arrays[_row_key(i)] = pc.struct_field(t.column(fl.row_name), p.split(".", 1)[1])
+    return pa.table(arrays)
+
+
+def _key_rows(t: pa.Table, plan: ReadPlan, keys: Mapping[str, pa.Array], fl: _File) -> pa.Table:
+    """The rows of ``t`` whose key columns hold key values (in the table's types)."""
+    if t.num_rows == 0:
+        return t
+    mask: pa.Array | None = None
+    lower = {plan.names[p].lower(): i for i, p in enumerate(plan.read_positions)}
+    for name, values in keys.items():
+        i = lower.get(name.lower())
+        if i is None or fl.row_ids[i] is None:
+            continue
+        col = cast_column(t.column(_row_key(i)), plan.types[plan.read_positions[i]])
+        m = pc.is_in(col, value_set=values)
+        mask = m if mask is None else pc.and_(mask, m)
+    return t if mask is None else t.filter(mask)
+
+
+def _finish(
+    t: pa.Table,
+    *,
+    plan: ReadPlan,
+    partition: Partition,
+    write_ids: ValidWriteIdList,
+    check_validity: bool,
+    deletes: Deletes,
+    qualifying: frozenset[ParsedDelta],
+) -> pa.Table:
+    """Hive's rules on the key rows of one file: validity, deletes, ROW__ID, columns."""
+    keep: pa.Array | None = None
+    if check_validity:
+        keep = valid_write_id_mask(t.column(_acid_key("currentTransaction")), write_ids)
+    kt = key_table(
+        t.column(_acid_key("originalTransaction")),
+        t.column(_acid_key("bucket")),
+        t.column(_acid_key("rowId")),
+    )
+    if qualifying and deletes.registry is not None and t.num_rows:
+        alive = pc.invert(deletes.registry.deleted(kt, qualifying))
+        keep = alive if keep is None else pc.and_(keep, alive)
+    if keep is not None:
+        t = t.filter(keep)
+        kt = kt.filter(keep)
+    row_cols: list[pa.ChunkedArray | pa.Array | None] = [
+        t.column(_row_key(i)) if _row_key(i) in t.column_names else None
+        for i in range(len(plan.read_positions))
+    ]
+    return assemble(plan, row_cols, n=t.num_rows, keys=kt, partition=partition)
+
+
+def _whole_file(
+    storage: Storage,
+    f: DataFile,
+    *,
+    plan: ReadPlan,
+    partition: Partition,
+    write_ids: ValidWriteIdList,
+    check_validity: bool,
+    deletes: Deletes,
+    split: tuple[int, int],
+) -> pa.Table | None:
+    """A file this module does not take apart, read by the full reader's file reader."""
+    split_min, split_stmt = split
+    parts = [
+        b
+        for b in read_acid_file(
+            storage,
+            f.path,
+            length=f.logical_length,
+            file_length=f.length,
+            plan=plan,
+            partition=partition,
+            write_ids=write_ids,
+            check_validity=check_validity,
+            deletes=deletes,
+            split_min=split_min,
+            split_stmt=split_stmt,
+        )
+        if b.num_rows
+    ]
+    return pa.concat_tables(parts) if parts else None
