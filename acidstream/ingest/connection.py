@@ -34,12 +34,12 @@ from acidstream.acid.errors import (
     TransactionError,
     storage_error,
 )
-from acidstream.acid.partition_name import DEFAULT_PARTITION_NAME, parse_partition_name
 from acidstream.acid.placement import Placement, TableLayout
 from acidstream.acid.schema import TableSchema
 from acidstream.acid.table_name import TableName
 from acidstream.acid.table_writer import TableWriter, WriteTarget
 from acidstream.acid.writer import AcidFileWriter
+from acidstream.ingest.call_args import partition_values, row_tuples
 from acidstream.ingest.dead_letter import DeadLetterWriter
 from acidstream.ingest.footer_sync import FooterSyncer, PendingFooters
 from acidstream.ingest.parse_ahead import AheadParser, ParsedBlock, parse_stream
@@ -47,12 +47,14 @@ from acidstream.ingest.record_writers import BoundRecordWriter, RecordWriter
 from acidstream.ingest.static_partition import canonical_partition_values, static_partition_values
 from acidstream.ingest.stats import ConnectionStats, StatsCounter
 from acidstream.ingest.streaming_options import BlockResult, StreamingOptions
+from acidstream.ingest.upserts import ChangeBuffer, UpsertMethods, upsert_key
 from acidstream.ingest.write_many import WriteManyReplay
 from acidstream.txn.batch import TransactionBatch
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.heartbeat import Heartbeater
 from acidstream.txn.housekeeper import Housekeeper
+from acidstream.txn.locks import DataOperationType
 from acidstream.txn.namespaces import resolve_write
 from acidstream.txn.store import TxnState, TxnStore, open_store
 
@@ -63,8 +65,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class StreamingConnection(WriteManyReplay):
-    """Streams records into one transactional table (Hive's ``HiveStreamingConnection``).
+class StreamingConnection(WriteManyReplay, UpsertMethods):
+    """Streams records into one transactional table (Hive's ``HiveStreamingConnection``);
+    with ``options.mode="upsert"``, applies upserts and deletes to a keyed table instead
+    (:mod:`acidstream.ingest.upserts`).
 
     Use it as a context manager, or call ``close()``: closing aborts any txn of the batch
     not yet committed and finishes the files.
@@ -113,11 +117,15 @@ class StreamingConnection(WriteManyReplay):
         self._housekeeper: Housekeeper | None = None
         self._given: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
         self._dead_letter: DeadLetterWriter | None = None
+        self._changes: ChangeBuffer | None = None  # an upsert connection's open txn
+        self._last_changes = None
         try:
             self.name = resolve_write(self._store, table, namespace=self.options.namespace)
             self.db, self.table_name = self.name.db, self.name.table
             self.table = self._load_table()
             self._count_call()
+            if self.options.mode == "upsert":
+                self._changes = ChangeBuffer(self.table, upsert_key(self.table))
             self.schema: TableSchema = self.table.schema
             # The table's ORC properties (orc.compress...) win over the options', as in Hive.
             self._orc = self.options.orc.for_table(self.table.parameters)
@@ -219,8 +227,13 @@ class StreamingConnection(WriteManyReplay):
         if self._batch is not None:
             self._batch.check_alive()
 
-    def _check_open(self) -> TransactionBatch:
+    def _check_open(self, *, changes: bool = False) -> TransactionBatch:
         self._check_usable()
+        if (self._changes is not None) != changes:
+            raise ConfigError(
+                f"the connection to {self.name} is opened for "
+                + ("upserts: use upsert()/delete()" if changes is False else "appends: use write()")
+            )
         b = self._batch
         if b is None or b.state is not TxnState.OPEN:
             raise TransactionError("Transaction state is not OPEN. Missing begin_transaction?")
@@ -271,14 +284,17 @@ class StreamingConnection(WriteManyReplay):
             )
             self._housekeeper.start()
         part = None if self._static is None else self._place.partition_dir(self._static)
+        upserts = self._changes is not None  # EXCL_WRITE on the whole table (upserts.py)
         return TransactionBatch(
             self._store,
             self.name,
             size=self.options.txns_per_batch,
             heartbeat_interval_s=self.options.heartbeat_interval_s,
             lock_wait_s=self.options.lock_wait_s,
-            partition=part,
-            dynamic=self._dynamic,
+            partition=None if upserts else part,
+            dynamic=self.table.is_partitioned if upserts else self._dynamic,
+            operation=DataOperationType.UPDATE if upserts else DataOperationType.INSERT,
+            exclusive=upserts,
             user=self._user,
             host=self._host,
             agent_info=self._agent,
@@ -299,18 +315,21 @@ class StreamingConnection(WriteManyReplay):
                     self._finish_batch(b)
                 self._batch = None
                 b = self._batch = self._open_batch()
-                self._out = TableWriter(
-                    self._place,
-                    target=WriteTarget(
-                        min_write_id=b.min_write_id,
-                        max_write_id=b.max_write_id,
-                        statement_id=self.options.statement_id,
-                    ),
-                    options=self._orc,
-                    streaming=b.size > 1,
-                    memory_limit_bytes=self.options.memory_limit_bytes,
-                )
+                if self._changes is None:  # (upserts write through the engine at commit)
+                    self._out = TableWriter(
+                        self._place,
+                        target=WriteTarget(
+                            min_write_id=b.min_write_id,
+                            max_write_id=b.max_write_id,
+                            statement_id=self.options.statement_id,
+                        ),
+                        options=self._orc,
+                        streaming=b.size > 1,
+                        memory_limit_bytes=self.options.memory_limit_bytes,
+                    )
             txn = b.begin_next()
+            if self._changes is not None:
+                txn = self._upsert_begun(b, txn)
             self._touched = set()
             return txn
 
@@ -501,7 +520,7 @@ class StreamingConnection(WriteManyReplay):
         """
         with self._lock:
             self._check_open()
-            new = _row_tuples(rows, len(self.schema.columns))
+            new = row_tuples(rows, len(self.schema.columns))
             table = self._place.rows_to_table(new)
             part = self._partition(
                 self._static if self._static is not None else self._given_partition(partition)
@@ -568,6 +587,8 @@ class StreamingConnection(WriteManyReplay):
         self._buffers().drain(b.current_write_id)
 
     def _drop_buffers(self) -> None:
+        if self._changes is not None:
+            self._changes.clear()
         if self._out is not None:
             self._out.drop_buffers()
 
@@ -613,9 +634,11 @@ class StreamingConnection(WriteManyReplay):
         if (key is None) != (value is None):
             raise ConfigError("key and value must be given together")
         with self._lock:
-            b = self._check_open()
+            b = self._check_open(changes=self._changes is not None)
             for p in partitions or ():
-                self._partition(_partition_values(p, self.table.partition_names))
+                self._partition(partition_values(p, self.table.partition_names))
+            if self._changes is not None:
+                return self._commit_changes(b, key=key, value=value)
             last = b.remaining == 0
 
             out = self._buffers()
@@ -715,29 +738,6 @@ class StreamingConnection(WriteManyReplay):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _row_tuples(rows: Iterable[Sequence[Any]], width: int) -> list[tuple[Any, ...]]:
-    """``rows`` as tuples (C loops; a tuple is taken as it is), each checked to have
-    ``width`` values; ``SerializationError`` names the first row that does not."""
-    try:
-        new = list(map(tuple, rows))
-    except TypeError as e:
-        raise SerializationError(f"a row is not a sequence of column values: {e}") from e
-    lengths = list(map(len, new))
-    if lengths.count(width) != len(new):
-        i = next(i for i, k in enumerate(lengths) if k != width)
-        raise SerializationError(f"row {i} has {len(new[i])} values, the table has {width} columns")
-    return new
-
-
-def _partition_values(p: str | Sequence[str], keys: Sequence[str]) -> list[str | None]:
-    if not isinstance(p, str):
-        return list(p)
-    kv = dict(parse_partition_name(p))
-    if set(kv) != set(keys):
-        raise ConfigError(f"partition {p!r} must name exactly {list(keys)}")
-    return [None if kv[k] == DEFAULT_PARTITION_NAME else kv[k] for k in keys]
 
 
 # write_many's chunks: as many records as one encode_block parses well (the bulk path's

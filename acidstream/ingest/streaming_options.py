@@ -11,7 +11,10 @@ from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.acid.writer import OrcWriterOptions
 from acidstream.txn.batch import MAX_TXNS_PER_BATCH
 
-__all__ = ["BlockResult", "StreamingOptions"]
+__all__ = ["MODES", "BlockResult", "StreamingOptions"]
+
+MODES = ("append", "upsert")
+"""A connection's modes: rows appended, or changes applied by key."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +42,11 @@ class StreamingOptions:
         namespace: the namespace the connection is bound to (``docs/namespaces.md``):
             ``table`` is then ``T`` or ``<namespace>.T``; links and other namespaces' tables
             are refused.
+        mode: ``"append"`` (the default: ``write``... insert rows) or ``"upsert"``: the
+            table must be keyed (``acidstream.txn.table_key``; else ``ConfigError`` at
+            open) and the connection takes ``upsert``/``upsert_block``/``delete`` instead
+            of ``write`` (:mod:`acidstream.ingest.upserts`). An upsert connection runs
+            one txn per batch (``txns_per_batch`` must be 1).
     """
 
     txns_per_batch: int = 1
@@ -53,8 +61,15 @@ class StreamingOptions:
     host: str = ""
     agent_info: str = ""
     namespace: str | None = None
+    mode: str = "append"
 
     def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode == "upsert" and self.txns_per_batch != 1:
+            # A batch's txns are opened together: each later one would lose the write-set
+            # check to the one committed before it (both update the same partitions).
+            raise ConfigError("mode='upsert' runs one txn per batch: txns_per_batch must be 1")
         if not 1 <= self.txns_per_batch <= MAX_TXNS_PER_BATCH:
             raise ConfigError(f"txns_per_batch must be 1..{MAX_TXNS_PER_BATCH}")
         if self.heartbeat_interval_s is not None and self.heartbeat_interval_s <= 0:

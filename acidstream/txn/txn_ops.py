@@ -173,6 +173,25 @@ class TxnOps(StoreOps):
 
         return self._db.run("open_txns", body)
 
+    def write_conflict_since(self, txn_id: int, db: str, table: str) -> int | None:
+        """The latest txn that committed an update or delete of ``db.table`` after txn
+        ``txn_id`` opened, or ``None`` (Hive 4's ``getLatestTxnIdInConflict``): a txn that
+        waited for its EXCL_WRITE lock asks once it holds it; a txn named here would fail
+        its commit's write-set check, so the writer restarts in a new txn before writing."""
+        row = self._db.run(
+            "write_conflict_since",
+            lambda tx: tx.one(
+                "SELECT MAX(WS_TXNID) FROM WRITE_SET WHERE WS_DATABASE = ? AND WS_TABLE = ? "
+                "AND WS_COMMIT_ID >= ? AND WS_OPERATION_TYPE IN ('u', 'd')",
+                norm(db),
+                norm(table),
+                txn_id,
+            ),
+            write=False,
+            idempotent=True,
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
     def txn_state(self, txn_id: int) -> TxnState | None:
         """The state of a transaction, or ``None`` if it does not exist.
 
