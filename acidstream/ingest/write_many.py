@@ -89,7 +89,11 @@ class WriteManyReplay:
         while True:
             nxt = events[0][0] if events else len(records)
             if nxt > pos:  # good records of known partitions
-                written += self._buffer_many(good, gid, names, records, pos, nxt, enc.table)
+                # (the usual chunk, all good in one partition: their bytes are counted)
+                known = enc.nbytes if pos == 0 and nxt == len(records) else -1
+                written += self._buffer_many(
+                    good, gid, names, records, pos, nxt, enc.table, nbytes=known
+                )
             if not events:
                 return written
             i, kind, k = heapq.heappop(events)
@@ -121,14 +125,17 @@ class WriteManyReplay:
         lo: int,
         hi: int,
         table: pa.Table,
+        *,
+        nbytes: int = -1,
     ) -> int:
         """Buffer records ``lo..hi-1`` of a ``write_many`` chunk (all good, their
         partitions registered), counting them as ``write`` does, with an auto-flush
-        after each record at which ``write`` would flush."""
+        after each record at which ``write`` would flush. ``nbytes``: their bytes, when
+        the parse counted them (-1: count them here)."""
         first = int(np.searchsorted(good, lo))  # their first row in ``table``
         limit = self.options.memory_limit_bytes
         n = hi - lo
-        total = sum(map(len, records[lo:hi]))
+        total = nbytes if nbytes >= 0 else sum(map(len, records[lo:hi]))
         out = self._buffers()
         if out.buffered_bytes + total < limit:  # no flush among them (the usual case)
             self._buffer_rows_of_many(gid, names, table, first, n, total)
