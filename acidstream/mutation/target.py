@@ -189,8 +189,8 @@ def read_rows(
     of :attr:`Target.schema` (or ``columns``).
 
     ``keys``: a table of key values (or their distinct values per column, as
-    :func:`key_values` gives), named as the table's columns: only rows whose key columns
-    each hold one of the values are returned (the rows a join on those keys can match),
+    :func:`key_values` gives), named as the table's columns (those not read are
+    ignored): only rows whose key columns each hold one of the values are returned (the rows a join on those keys can match),
     found by statistics, bloom filters and row-group reads. ``counts`` receives what the
     lookup read (stripes and row groups)."""
     out_schema = pa.schema(

@@ -1,0 +1,163 @@
+"""A MERGE's key lookup (``read_rows(keys=...)``, ``acidstream.acid.key_lookup``) returns
+exactly the rows the full read returns for those keys, and reads only the stripes and
+row groups that can hold them (issue 30 item 4).
+
+Tables with a compacted base of many row groups, delta files, a delete delta, an aborted
+txn inside a delta's write-id range (validity checked), for each compression, with and
+without ``orc.bloom.filter.columns``; keys present, deleted, absent inside and outside
+the data's range, and null."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from acidstream import Table
+from acidstream.acid.key_lookup import LookupCounts
+from acidstream.compaction import Cleaner, Worker
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.mutation.target import Target, read_rows
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.compaction_sql import CompactionQueue
+from acidstream.txn.store import TxnStore
+
+STRIDE = 1_000
+ROWS = 40_000  # ids 0, 2, 4, ... (even): odd ids are absent inside every group's range
+
+
+def _make(store: TxnStore, name: str, params: dict[str, str]) -> TableDef:
+    return store.create_table(
+        TableDef(
+            db="default",
+            name=name,
+            columns=(("id", "bigint"), ("v", "string"), ("x", "double"), ("d", "date")),
+            bucket_cols=("id",),
+            num_buckets=2,
+            parameters={"transactional": "true", "orc.row.index.stride": str(STRIDE), **params},
+        )
+    )
+
+
+def _rows(ids: np.ndarray) -> list[bytes]:
+    return [
+        json.dumps(
+            {"id": int(i), "v": None if i % 7 == 0 else f"v{i}", "x": i / 3, "d": "2024-01-02"}
+        ).encode()
+        for i in ids
+    ]
+
+
+def _txns(store: TxnStore, name: str, batches: list[tuple[np.ndarray, bool]]) -> None:
+    """One streaming batch of txns (one delta directory): each commits or aborts."""
+    with StreamingConnection(
+        f"default.{name}", record_writer=StrictJsonWriter(), store=store,
+        options=StreamingOptions(txns_per_batch=len(batches), housekeeping_interval_s=None),
+    ) as c:  # fmt: skip
+        for ids, commit in batches:
+            c.begin_transaction()
+            c.write_many(_rows(ids))
+            if commit:
+                c.commit_transaction()
+            else:
+                c.abort_transaction()
+
+
+def _compact(store: TxnStore, name: str) -> None:
+    q = CompactionQueue(store)
+    q.request("default", name, major=True)
+    out = Worker(store, queue=q).run_once()
+    assert out is not None and out.state == "r", out
+    Cleaner(store, queue=q).run_once()
+
+
+@pytest.fixture(params=["ZLIB", "NONE", "SNAPPY", "ZSTD"])
+def compression(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.mark.parametrize("bloom", [False, True])
+def test_lookup_equals_the_full_read_and_prunes(
+    store: TxnStore, compression: str, bloom: bool
+) -> None:
+    params = {"orc.compress": compression}
+    if bloom:
+        params |= {"orc.bloom.filter.columns": "id", "orc.bloom.filter.fpp": "0.01"}
+    _make(store, "kl", params)
+    _txns(store, "kl", [(np.arange(0, ROWS, 2), True)])
+    _compact(store, "kl")
+    # a delta batch of three txns, the middle one aborted: its write id is invalid
+    # inside the delta's range, so the lookup must check validity there
+    _txns(
+        store,
+        "kl",
+        [
+            (np.arange(ROWS, ROWS + 600, 2), True),
+            (np.arange(ROWS + 1, ROWS + 601, 2), False),
+            (np.arange(ROWS + 2_001, ROWS + 2_601, 2), True),
+        ],
+    )
+    _txns(store, "kl", [(np.arange(ROWS + 5_000, ROWS + 5_100), True)])
+    txn = store.open_txns(1, user="t", host="h")[0]
+    try:
+        t = Target.open(store, store.get_table("default", "kl"), txn)
+        parts = t.partitions()
+        full = read_rows(t, parts)
+        assert full.num_rows == ROWS // 2 + 300 + 300 + 100
+        rng = np.random.default_rng(3)
+        keys = np.concatenate(
+            [
+                # half even (present), half odd; in the first tenth of the ids, so in
+                # the first row group or two of each base file (of ten)
+                rng.choice(ROWS // 10, 40, replace=False),
+                [ROWS + 1, ROWS + 3, ROWS + 2_001, ROWS + 5_050],  # aborted, committed
+                [-5, 10**9],  # outside every range
+            ]
+        )
+        src = pa.table({"id": pa.array([*keys.tolist(), None], pa.int64())})
+        for columns in (None, ["id"], ["d", "id"], ["v", "id"]):
+            c = LookupCounts()
+            got = read_rows(t, parts, columns=columns, keys=src, counts=c)
+            want = read_rows(t, parts, columns=columns)
+            want = want.filter(pc.field("id").isin(src.column("id").drop_null()))
+            order = [("row__id", "ascending")]
+            assert got.schema == want.schema
+            assert got.sort_by(order).equals(want.sort_by(order)), columns
+            # the base has ROWS / 2 / 2 rows per bucket file: ten row groups, of which
+            # those holding no key are not read
+            assert c.groups_read < c.groups, c.text()
+            assert c.stripes_pruned > 0, c.text()  # delta files hold none of most keys
+        got_ids = sorted(read_rows(t, parts, keys=src).column("id").to_pylist())
+        present = sorted(int(k) for k in keys if (k < ROWS and k % 2 == 0))
+        assert got_ids == [*present, ROWS + 2_001, ROWS + 5_050]
+        if bloom:
+            # odd keys sit inside the base groups' min/max: only the filters rule them out
+            odd = pa.table({"id": pa.array(np.arange(1, ROWS, 2)[::37], pa.int64())})
+            c = LookupCounts()
+            assert read_rows(t, parts, keys=odd, counts=c).num_rows == 0
+            assert c.prune.by_bloom > 0, c.text()
+    finally:
+        store.abort_txn(txn)
+
+
+def test_lookup_sees_delete_events(store: TxnStore, handle: Callable[[str], Table]) -> None:
+    """Rows deleted by a committed DELETE are not returned; rows of the same groups are."""
+    _make(store, "kd", {})
+    _txns(store, "kd", [(np.arange(0, 4_000), True)])
+    _compact(store, "kd")
+    res = handle("kd").delete("id % 3 = 0")
+    assert res.rows_deleted == 1_334
+    txn = store.open_txns(1, user="t", host="h")[0]
+    try:
+        t = Target.open(store, store.get_table("default", "kd"), txn)
+        src = pa.table({"id": pa.array(np.arange(0, 4_000, 5), pa.int64())})
+        got = read_rows(t, t.partitions(), columns=["id"], keys=src)
+        want = sorted(i for i in range(0, 4_000, 5) if i % 3)
+        assert sorted(got.column("id").to_pylist()) == want
+    finally:
+        store.abort_txn(txn)
