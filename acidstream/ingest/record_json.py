@@ -66,7 +66,7 @@ from acidstream.ingest.record_convert import (
     partition_text_conv,
 )
 
-__all__ = ["StrictJsonWriter"]
+__all__ = ["StrictJsonWriter", "parse_json"]
 
 
 class _JsonFloat(str):
@@ -82,6 +82,17 @@ def _no_constant(name: str) -> object:
 def _json_int(text: str) -> object:
     # Python's int() refuses > 4300 digits; such a number is out of every range anyway.
     return int(text) if len(text) <= 40 else _JsonFloat(text)
+
+
+def parse_json(record: bytes) -> object:
+    """One JSON text as Python values the converters take (numbers with a fraction kept
+    as their text, as Jackson does), or the writers' ``SerializationError``."""
+    try:
+        return json.loads(
+            record, parse_float=_JsonFloat, parse_int=_json_int, parse_constant=_no_constant
+        )
+    except (ValueError, RecursionError) as e:
+        raise record_error(f"malformed JSON: {e}", record) from None
 
 
 JsonConv = Callable[[object], object]
@@ -318,12 +329,12 @@ class _BoundJson:
     def encode(self, record: bytes) -> Encoded:
         if len(record) > self.max_record_bytes:
             check_record_size(record, self.max_record_bytes)
-        try:
-            obj = json.loads(
-                record, parse_float=_JsonFloat, parse_int=_json_int, parse_constant=_no_constant
-            )
-        except (ValueError, RecursionError) as e:
-            raise record_error(f"malformed JSON: {e}", record) from None
+        return self.encode_object(parse_json(record), record)
+
+    def encode_object(self, obj: object, record: bytes) -> Encoded:
+        """:meth:`encode` of a record already parsed by :func:`parse_json` (or a part of
+        one: the change-event parser converts a Debezium envelope's ``after`` here);
+        ``record`` is what errors show."""
         if not isinstance(obj, dict):
             raise record_error(f"expected a JSON object, got {type(obj).__name__}", record)
         vals: list[object] = [None] * len(self.names)
@@ -391,7 +402,16 @@ class _BoundJson:
             suspect[failed] = True
             if table is None:
                 return self._assemble(records, None, [], [], suspect)
-        row_suspect = np.zeros(len(rows_idx), dtype=bool)
+        columns, parts, row_suspect = self.convert_read(table)
+        suspect[rows_idx[row_suspect]] = True
+        return self._assemble(records, rows_idx, columns, parts, suspect, nbytes=nbytes)
+
+    def convert_read(self, table: pa.Table) -> tuple[list[pa.Array], list[pa.Array], np.ndarray]:
+        """The columns of a ``read_schema`` table converted to the table's types (and the
+        partition columns to their string form), and a mask of the rows to take the row
+        path (:meth:`encode`): a value out of range or that does not parse. Shared with
+        the change-event parser, which reads Debezium's ``after`` with ``read_schema``."""
+        row_suspect = np.zeros(table.num_rows, dtype=bool)
         columns: list[pa.Array] = []
         for i, t in enumerate(self.types):
             col = table.column(i).combine_chunks()
@@ -424,8 +444,7 @@ class _BoundJson:
             values, sus = convert_partition(self.names[self.n_columns + j], col, conv)
             row_suspect |= sus
             parts.append(values)
-        suspect[rows_idx[row_suspect]] = True
-        return self._assemble(records, rows_idx, columns, parts, suspect, nbytes=nbytes)
+        return columns, parts, row_suspect
 
     def _plain(self, records: Sequence[bytes], lines: JoinedLines) -> bool:
         """Whether the whole block may be read at once: every record starts an object, valid

@@ -34,6 +34,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from acidstream.acid import faults, layout
 from acidstream.acid.config_fields import (
     Field,
@@ -76,7 +78,7 @@ DRAIN_TIMEOUT_S = 60.0
 """How long a failed micro-batch waits for its job's other tasks to end before deleting."""
 FILE_SCHEMA = (
     "partition string, path string, bucket int, stmt int, rows long, bad long, "
-    "offsets string, dead_letter string, flushes string"
+    "offsets string, dead_letter string, flushes string, times binary"
 )
 
 
@@ -86,7 +88,17 @@ class SinkOptions:
 
     Attributes:
         format: ``json``, ``delimited``, ``regex`` or ``raw`` (the whole value into the
-            table's single string or binary column): how the value column is parsed.
+            table's single string or binary column): how the value column is parsed; in
+            upsert mode ``json`` (plain rows) or ``debezium`` (Debezium's JSON envelope).
+        mode: ``append`` (every record is a new row: ``AcidSink``) or ``upsert`` (records
+            are change events applied by key: ``acidstream.sinks.upsert_sink.UpsertSink``,
+            ``docs/cdc.md``).
+        key: upsert mode: the key columns; default: the table's ``acidstream.key`` property.
+        ordering: upsert mode: a field path whose larger value is the newer version of a
+            key (``source.lsn``, ``ts_ms`` in a Debezium envelope; a row column in json);
+            Kafka partition and offset break ties. Default: Kafka order.
+        ordering_guard: upsert mode: skip (and count) an event older than the table's row.
+        delete_when: upsert mode, format json: SQL predicate on the row marking a delete.
         value_column: the column holding each record (``value`` for Kafka).
         delimiter: field delimiter for ``delimited``.
         regex: the regular expression for ``regex``.
@@ -102,6 +114,11 @@ class SinkOptions:
     """
 
     format: str = "json"
+    mode: str = "append"
+    key: tuple[str, ...] | None = None
+    ordering: str | None = None
+    ordering_guard: bool = False
+    delete_when: str | None = None
     value_column: str = "value"
     delimiter: str = ","
     regex: str | None = None
@@ -113,13 +130,48 @@ class SinkOptions:
 
     def __post_init__(self) -> None:
         check_fields(self, SINK_FIELDS)
-        # Built once here (driver side) so that a regex that does not compile, or a
-        # missing one, fails when the options are parsed, not in every executor task.
-        _record_writer(self)
+        self._check_mode()
+        if self.mode == "append":
+            # Built once here (driver side) so that a regex that does not compile, or a
+            # missing one, fails when the options are parsed, not in every executor task.
+            _record_writer(self)
         if not self.sink_id or not all(c.isalnum() or c in "_-." for c in self.sink_id):
             raise ConfigError(
                 f"sink_id must be letters, digits, '_', '-' or '.', got {self.sink_id!r}"
             )
+
+    def _check_mode(self) -> None:
+        """Refuse option combinations that cannot work, naming the option."""
+        if self.key is not None:
+            keys = tuple(k.strip().lower() for k in self.key)
+            if not keys or not all(keys):
+                raise ConfigError(f"key must name one or more columns, got {list(self.key)!r}")
+            if len(set(keys)) != len(keys):
+                raise ConfigError(f"key names a column twice: {list(self.key)!r}")
+            object.__setattr__(self, "key", keys)
+        if self.mode == "append":
+            upsert_only = {"key": self.key, "ordering": self.ordering,
+                           "ordering_guard": self.ordering_guard or None,
+                           "delete_when": self.delete_when}  # fmt: skip
+            for name, value in upsert_only.items():
+                if value is not None:
+                    raise ConfigError(f"{name} applies to mode upsert (mode is append)")
+            if self.format == "debezium":
+                raise ConfigError("format debezium needs mode upsert (change events)")
+            return
+        if self.format not in UPSERT_FORMATS:
+            raise ConfigError(
+                f"format must be one of {', '.join(UPSERT_FORMATS)} in mode upsert, "
+                f"got {self.format!r}"
+            )
+        if self.delete_when is not None and self.format != "json":
+            raise ConfigError(
+                "delete_when applies to format json (Debezium's op says what is deleted)"
+            )
+        if self.ordering_guard and not self.ordering:
+            raise ConfigError("ordering_guard needs ordering (the field compared)")
+        if self.txns_per_batch != 1:
+            raise ConfigError("txns_per_batch must be 1 in mode upsert (one txn per batch)")
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -132,7 +184,13 @@ class SinkOptions:
             ConfigError: an unknown option (with its close matches), a bad value, or the
                 removed ``txnTimeout`` (the txn timeout is the metastore's setting).
         """
-        tree = {str(k): Sourced(v, "sink option") for k, v in options.items()}
+        tree: dict[str, Sourced] = {}
+        for k, v in options.items():
+            if str(k).lower() == "key" and isinstance(v, str):
+                # A Spark option is text: key columns are comma-separated ("a,b").
+                tree[str(k)] = Sourced([c.strip() for c in v.split(",")], "sink option")
+            else:
+                tree[str(k)] = Sourced(v, "sink option")
         values = parse_section(
             tree, SINK_FIELDS, names=SPARK_OPTIONS, fold_case=True, what="sink option"
         )
@@ -152,11 +210,16 @@ class _TaskPlan:
     write_ids: tuple[int, ...]  # the batch's write ids, consecutive and ascending
     options: SinkOptions
     has_offsets: bool
+    has_timestamp: bool = False
 
+
+UPSERT_FORMATS = ("json", "debezium")
+"""The formats of mode upsert: plain JSON rows, or Debezium's JSON envelope."""
 
 SINK_FIELDS = fields_of(
     SinkOptions,
-    Field(name="format", choices=RECORD_FORMATS),
+    Field(name="format", choices=(*RECORD_FORMATS, "debezium")),
+    Field(name="mode", choices=("append", "upsert")),
     Field(name="txns_per_batch", min=1, max=MAX_TXNS_PER_BATCH),
     skip=("orc",),
     extra=(txn_timeout_removed(),),
@@ -167,7 +230,8 @@ SPARK_OPTIONS = {
     "format": "format", "valueColumn": "value_column", "delimiter": "delimiter",
     "regex": "regex", "sink.id": "sink_id", "sinkId": "sink_id",
     "deadLetterPath": "dead_letter_path", "skipBadRecords": "skip_bad_records",
-    "txnsPerBatch": "txns_per_batch",
+    "txnsPerBatch": "txns_per_batch", "mode": "mode", "key": "key", "ordering": "ordering",
+    "orderingGuard": "ordering_guard", "deleteWhen": "delete_when",
     "txnTimeout": "txn_timeout_s",  # removed: refused with the way to set it now
 }  # fmt: skip
 """Spark option name (any case) -> ``SinkOptions`` field."""
@@ -243,6 +307,7 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
         )
     offsets: dict[str, dict[str, int]] = {}
     bad = 0
+    times: list[np.ndarray] = []  # the Kafka timestamps (ms) of the rows written
     for batch in batches:
         values = batch.column(opts.value_column).to_pylist()
         where = [i for i, v in enumerate(values) if v is not None]  # Kafka tombstones: skipped
@@ -276,6 +341,11 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
                     rejected.extend((i, e) for i in enc.good_indices.take(rows).to_pylist())
         for part, t in groups:
             out.add_arrow(part, t, nbytes=0)  # the task keeps its rows until the end
+        if plan.has_timestamp:
+            written = np.ones(len(recs), dtype=bool)
+            written[[i for i, _ in rejected]] = False
+            ts = kafka_times_ms(batch.column("timestamp"))[np.asarray(where, dtype=np.int64)]
+            times.append(ts[written])
         for i, err in sorted(rejected, key=lambda r: r[0]):
             bad += 1
             pos = positions[where[i]] if positions is not None else ""
@@ -315,10 +385,11 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
         w.close()
         out_rows.append({"partition": part, "path": path, "bucket": bucket, "stmt": stmt,
                          "rows": rows.num_rows, "bad": 0, "offsets": "", "dead_letter": "",
-                         "flushes": json.dumps(w.flush_lengths)})  # fmt: skip
+                         "flushes": json.dumps(w.flush_lengths), "times": b""})  # fmt: skip
     # One extra row carries the task's offsets and bad-record count even without files.
     out_rows.append({"partition": "", "path": "", "bucket": -1, "stmt": stmt, "rows": 0, "bad": bad,
-                     "offsets": json.dumps(offsets), "dead_letter": dl_path, "flushes": "[]"})  # fmt: skip
+                     "offsets": json.dumps(offsets), "dead_letter": dl_path, "flushes": "[]",
+                     "times": np.concatenate(times).tobytes() if times else b""})  # fmt: skip
     yield pa.RecordBatch.from_pylist(out_rows, schema=_file_arrow_schema())
 
 
@@ -328,8 +399,27 @@ def _file_arrow_schema() -> Any:
     return pa.schema(
         [("partition", pa.string()), ("path", pa.string()), ("bucket", pa.int32()), ("stmt", pa.int32()),
          ("rows", pa.int64()), ("bad", pa.int64()), ("offsets", pa.string()), ("dead_letter", pa.string()),
-         ("flushes", pa.string())]
+         ("flushes", pa.string()), ("times", pa.binary())]
     )  # fmt: skip
+
+
+def kafka_times_ms(col: Any) -> np.ndarray:
+    """Executor side: Kafka's ``timestamp`` column (Arrow timestamp or integer ms) as
+    int64 milliseconds, NULL as -1 (dropped from the freshness figures)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("ms"))
+    ms = pc.fill_null(col.cast(pa.int64()), -1)
+    return np.asarray(ms.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def event_times(rows: Any) -> np.ndarray:
+    """Driver side: the event times (ms) the tasks returned in their ``times`` column."""
+    parts = [np.frombuffer(r["times"], dtype=np.int64) for r in rows if r["times"]]
+    out = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return out[out >= 0]
 
 
 def _merge_offsets(
@@ -571,10 +661,12 @@ class AcidSink:
                 # The table's ORC properties (orc.compress...) win, as in Hive.
                 options=replace(self.options, orc=self.options.orc.for_table(table.parameters)),
                 has_offsets={"topic", "partition", "offset"} <= set(batch_df.columns),
+                has_timestamp="timestamp" in batch_df.columns,
             )
             cols = [self.options.value_column] + (
                 ["topic", "partition", "offset"] if plan.has_offsets else []
             )
+            cols += ["timestamp"] if plan.has_timestamp else []
             with _job_group(spark.sparkContext, group, f"acidstream {self.name} batch {batch_id}"):
                 files = (
                     batch_df.select(*cols)
@@ -594,11 +686,13 @@ class AcidSink:
             value = json.dumps({"sink_id": self.options.sink_id, "lineage": self.lineage, "batch_id": batch_id, "offsets": offsets,
                                 "write_ids": wrange, "txn_ids": [txns[0], txns[-1]], "rows": rows, "bad_records": bad})  # fmt: skip
             batch.commit_all(partitions=parts, key=self.options.meta_key, value=value)
+            committed_at = time.time()
             faults.point("sink.after_commit")
             self.batches_committed += 1
             self.last_batch_stats = {"batch_id": batch_id, "txn_ids": txns, "write_ids": wrange, "rows": rows,
                                      "bad_records": bad, "files": sum(1 for f in files if f["path"]),
                                      "partitions": parts, "seconds": time.monotonic() - t0,
+                                     "committed_at": committed_at, "event_times_ms": event_times(files),
                                      # the length at each txn boundary (intermediate footer) per file
                                      "flush_lengths": {f["path"]: json.loads(f["flushes"]) for f in files if f["path"]}}  # fmt: skip
             log.info("batch %s: %s rows in write ids %s..%s (%s bad)", batch_id, rows, *wrange, bad)

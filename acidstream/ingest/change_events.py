@@ -1,0 +1,653 @@
+"""Change events: Kafka records (Debezium envelopes or plain JSON rows) as upserts and deletes.
+
+What this is for: the upsert sink (``acidstream.sinks.upsert_sink``) turns each micro-batch
+of Kafka records into the events table :func:`acidstream.mutation.changes.apply_changes`
+takes. It runs on the Spark executors (inside ``mapInArrow``) and in any Python caller:
+Arrow in, Arrow out.
+
+Input: an Arrow table or record batch with ``value`` (bytes or NULL: a tombstone), and
+optionally ``key`` (bytes), ``topic``, ``partition``, ``offset`` and ``timestamp`` (Kafka's
+columns as Spark's Kafka source names them). Output (:class:`ParsedChanges`): the events,
+one per good record, with
+
+- the table's columns typed as the table (the JSON record writer's conversion,
+  ``acidstream.ingest.record_json``: the same values accepted, the same errors), and its
+  dynamic partition columns (Hive's string form);
+- ``DELETE_COLUMN`` (bool), ``PARTITION_COLUMN`` (int32) and ``OFFSET_COLUMN`` (int64);
+- the ordering column (:attr:`ChangeParser.ordering_column`) when an ordering is set;
+- ``EVENT_TIME_COLUMN``: the event's source time in ms (Debezium ``source.ts_ms``, else
+  ``ts_ms``, else the Kafka timestamp);
+
+and the bad records (not JSON, an unknown ``op``, a missing or NULL key, a value that does
+not fit its column, a missing ordering) as ``(row, reason)``, for the caller's dead letters.
+
+Formats:
+
+- ``debezium``: the JSON envelope with schemas enabled (``{"schema": ..., "payload":
+  {...}}``) or disabled (the payload itself). ``op`` c/r/u: an upsert of ``after``; ``d``:
+  a delete whose key comes from ``before`` (or from the Kafka key when ``before`` lacks
+  it); a NULL value (tombstone): a delete whose key is the Kafka key (Debezium's key JSON,
+  schema'd or not). The ordering is a dotted path in the envelope (``source.lsn``,
+  ``ts_ms``, ``after.version``).
+- ``json``: one row per record; ``delete_when`` (SQL on the row, ``"op = 'd'"``, compiled
+  by ``acidstream.acid.sql_expr``) marks deletes; the ordering is a column of the row.
+
+Vectorised: one ``pyarrow.json`` read of the block with an explicit schema (the envelope
+around the JSON writer's read schema), the writer's column conversion, Arrow kernels for
+the rest. Records the bulk read cannot take as they are (a case variant of a column name,
+escapes, a value out of range...) take the JSON writer's row path, one at a time, as the
+writer itself does; so do the Kafka keys of tombstones.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from acidstream.acid import sql_expr
+from acidstream.acid.errors import ConfigError, SerializationError
+from acidstream.acid.schema import TableSchema
+from acidstream.ingest.record_bulk import contains, decode_utf8
+from acidstream.ingest.record_common import DEFAULT_MAX_RECORD_BYTES, PartitionColumns
+from acidstream.ingest.record_json import StrictJsonWriter, parse_json
+from acidstream.mutation.changes import DELETE_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN
+
+__all__ = [
+    "CHANGE_FORMATS",
+    "EVENT_TIME_COLUMN",
+    "ORDERING_COLUMN",
+    "ChangeParser",
+    "ChangeSpec",
+    "ParsedChanges",
+]
+
+CHANGE_FORMATS = ("debezium", "json")
+EVENT_TIME_COLUMN = "__acid_event_time_ms"
+"""Events column (int64): the event's source time in ms, for the freshness histogram."""
+ORDERING_COLUMN = "__acid_ordering"
+"""Events column (int64) of a Debezium ordering that is not a table column (``source.lsn``)."""
+_OPS = {"c": False, "r": False, "u": False, "d": True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangeSpec:
+    """How records become change events (picklable: sent to executors).
+
+    Attributes:
+        format: ``debezium`` or ``json``.
+        key: the key columns (table columns, lower case).
+        ordering: a dotted path: in the Debezium envelope (``source.lsn``, ``ts_ms``,
+            ``after.<column>``), or a column of the JSON row; None: Kafka order.
+        delete_when: ``json`` only: SQL predicate on the row that makes it a delete.
+        max_record_bytes: longer records are bad records.
+    """
+
+    format: str = "json"
+    key: tuple[str, ...] = ()
+    ordering: str | None = None
+    delete_when: str | None = None
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+    def __post_init__(self) -> None:
+        if self.format not in CHANGE_FORMATS:
+            raise ConfigError(
+                f"format must be one of {CHANGE_FORMATS} in upsert mode, got {self.format!r}"
+            )
+        if not self.key:
+            raise ConfigError("key: upsert mode needs key columns")
+        object.__setattr__(self, "key", tuple(k.strip().lower() for k in self.key))
+        if self.ordering is not None:
+            path = self.ordering.strip().lower()
+            if not path or any(not p for p in path.split(".")):
+                raise ConfigError(f"ordering: not a field path: {self.ordering!r}")
+            object.__setattr__(self, "ordering", path)
+        if self.delete_when is not None and self.format != "json":
+            raise ConfigError(
+                "delete_when applies to format json (Debezium's op says what is deleted)"
+            )
+
+
+@dataclass(frozen=True)
+class ParsedChanges:
+    """The change events of one block of records and its bad records.
+
+    Attributes:
+        events: one row per good record, in input order (see the module docstring).
+        rejected: ``(input row, reason)`` of every bad record, ascending.
+        rows: input rows read (tombstones and bad records included).
+    """
+
+    events: pa.Table
+    rejected: tuple[tuple[int, str], ...]
+    rows: int
+
+
+def _struct_of(fields: dict[str, Any]) -> pa.DataType:
+    return pa.struct([(k, _struct_of(v) if isinstance(v, dict) else v) for k, v in fields.items()])
+
+
+def _path_type(tree: dict[str, Any], path: Sequence[str], leaf: pa.DataType) -> None:
+    for p in path[:-1]:
+        nxt = tree.setdefault(p, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"ordering: {'.'.join(path)!r} goes through a value")
+        tree = nxt
+    if isinstance(tree.get(path[-1]), dict):
+        raise ConfigError(f"ordering: {'.'.join(path)!r} is an object, not a value")
+    tree[path[-1]] = leaf
+
+
+def _child(arr: pa.Array, name: str) -> pa.Array:
+    """A struct array's child with the parent's NULLs (``StructArray.field`` drops them)."""
+    assert isinstance(arr, pa.StructArray)
+    return arr.flatten()[arr.type.get_field_index(name)]
+
+
+def _mask(arr: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _walk(obj: object, path: Sequence[str]) -> object:
+    for p in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = {k.lower(): v for k, v in obj.items()}.get(p)
+    return obj
+
+
+def _as_int(v: object) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _envelope(obj: object) -> dict[str, Any] | None:
+    """The payload of a Debezium value or key, schemas enabled or not."""
+    if not isinstance(obj, dict):
+        return None
+    if "payload" in obj and "schema" in obj:
+        inner = obj["payload"]
+        return inner if isinstance(inner, dict) else None
+    return obj
+
+
+@dataclass
+class _Slow:
+    """Row-path results (one Python row each), merged into the bulk columns afterwards."""
+
+    idx: list[int] = field(default_factory=list)
+    rows: list[tuple[object, ...]] = field(default_factory=list)
+    parts: list[tuple[str | None, ...]] = field(default_factory=list)
+    delete: list[bool] = field(default_factory=list)
+    ordering: list[object] = field(default_factory=list)
+    time_ms: list[int | None] = field(default_factory=list)
+
+
+class ChangeParser:
+    """A :class:`ChangeSpec` bound to a table: parses blocks of Kafka records.
+
+    Built on the driver when the sink opens (every configuration error surfaces there) and
+    again on each executor task from the same picklable inputs.
+
+    Args:
+        spec: the format, key, ordering, delete_when.
+        schema: the table's columns.
+        partition_columns: its dynamic partition columns (``TableDef.partition_keys``).
+
+    Raises:
+        ConfigError: a key or ordering that is not a table column where one is needed, a
+            bad ``delete_when``.
+    """
+
+    def __init__(
+        self, spec: ChangeSpec, schema: TableSchema, *, partition_columns: PartitionColumns = ()
+    ) -> None:
+        self.spec = spec
+        writer = StrictJsonWriter(max_record_bytes=spec.max_record_bytes)
+        # The JSON writer's bound form (its read schema and column conversion are shared).
+        self.bound: Any = cast(Any, writer.bind(schema, partition_columns=partition_columns))
+        self.names: tuple[str, ...] = self.bound.names  # table columns + partition columns
+        self.n_columns: int = self.bound.n_columns
+        self.arrow_schema: pa.Schema = self.bound.arrow_schema
+        missing = [k for k in spec.key if k not in self.names]
+        if missing:
+            raise ConfigError(
+                f"key: {missing} not column(s) of the table (columns: {list(self.names)})"
+            )
+        self._path: tuple[str, ...] = tuple(spec.ordering.split(".")) if spec.ordering else ()
+        self.ordering_column: str | None = None
+        self._ordering_type: pa.DataType = pa.int64()
+        if spec.format == "json":
+            if spec.ordering is not None:
+                if spec.ordering not in self.names[: self.n_columns]:
+                    raise ConfigError(
+                        f"ordering: {spec.ordering!r} is not a column of the table (format json)"
+                    )
+                self.ordering_column = spec.ordering
+            self._delete_expr: pc.Expression | None = None
+            if spec.delete_when is not None:
+                self._delete_expr = sql_expr.compile_predicate(spec.delete_when, self._row_schema())
+        elif self._path:
+            # Debezium: after.<col> is the row's column; any other path is the envelope's,
+            # stored in a table column of the same name (the last part of the path) when
+            # the table has one (what ordering_guard compares), else in ORDERING_COLUMN.
+            last = self._path[-1]
+            if self._path[0] == "after" and len(self._path) == 2:
+                if last not in self.names[: self.n_columns]:
+                    raise ConfigError(
+                        f"ordering: {spec.ordering!r}: no column {last!r} in the table"
+                    )
+                self.ordering_column = last
+            elif last in self.names[: self.n_columns]:
+                self.ordering_column = last
+                self._ordering_type = self.arrow_schema.field(last).type
+                if not (pa.types.is_integer(self._ordering_type)):
+                    raise ConfigError(
+                        f"ordering: {spec.ordering!r} is stored in column {last!r}, which must be an integer type"
+                    )
+            else:
+                self.ordering_column = ORDERING_COLUMN
+        self._env_schema = self._envelope_schema() if spec.format == "debezium" else None
+
+    # ------------------------------------------------------------------ schemas
+    def _row_schema(self) -> pa.Schema:
+        """The typed row: table columns, then partition columns as strings."""
+        parts = [pa.field(n, pa.string()) for n in self.names[self.n_columns :]]
+        return pa.schema(list(self.arrow_schema) + parts)
+
+    def _envelope_schema(self) -> pa.Schema | None:
+        read = self.bound.read_schema
+        if read is None:
+            return None  # a column type without a bulk read: every record takes the row path
+        row = pa.struct(list(read))
+        env: dict[str, Any] = {"op": pa.string(), "before": row, "after": row,
+                               "source": {"ts_ms": pa.int64()}, "ts_ms": pa.int64()}  # fmt: skip
+        if self._path and self._path[0] != "after":
+            _path_type(env, self._path, pa.int64())
+        top = dict(env)
+        top["payload"] = env
+        return pa.schema([(k, _struct_of(v) if isinstance(v, dict) else v) for k, v in top.items()])
+
+    @property
+    def events_schema(self) -> pa.Schema:
+        """The schema of :attr:`ParsedChanges.events`."""
+        fields = list(self._row_schema())
+        fields += [pa.field(DELETE_COLUMN, pa.bool_()), pa.field(PARTITION_COLUMN, pa.int32()),
+                   pa.field(OFFSET_COLUMN, pa.int64())]  # fmt: skip
+        if self.ordering_column == ORDERING_COLUMN:
+            fields.append(pa.field(ORDERING_COLUMN, pa.int64()))
+        fields.append(pa.field(EVENT_TIME_COLUMN, pa.int64()))
+        return pa.schema(fields)
+
+    # ------------------------------------------------------------------ parse
+    def parse(
+        self, batch: pa.Table | pa.RecordBatch, *, value_column: str = "value"
+    ) -> ParsedChanges:
+        """The change events of ``batch`` (see the module docstring). Executor or driver."""
+        t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        n = t.num_rows
+        names = set(t.column_names)
+        values = t.column(value_column).combine_chunks()
+        if not pa.types.is_binary(values.type):
+            values = values.cast(pa.binary())
+        kpart = (
+            t.column("partition").combine_chunks().cast(pa.int32())
+            if "partition" in names
+            else pa.nulls(n, pa.int32())
+        )
+        koff = (
+            t.column("offset").combine_chunks().cast(pa.int64())
+            if "offset" in names
+            else pa.array(np.arange(n, dtype=np.int64))
+        )
+        kts = pa.nulls(n, pa.int64())
+        if "timestamp" in names:
+            ts = t.column("timestamp").combine_chunks()
+            kts = (
+                ts.cast(pa.timestamp("ms")).cast(pa.int64())
+                if pa.types.is_timestamp(ts.type)
+                else ts.cast(pa.int64())
+            )
+        keys = t.column("key").combine_chunks() if "key" in names else None
+        if self.spec.format == "json":
+            cols, delete, ordering, times, bad = self._parse_json(values)
+        else:
+            cols, delete, ordering, times, bad = self._parse_debezium(values, keys)
+        good = np.ones(n, dtype=bool)
+        reasons: dict[int, str] = dict(bad)
+        good[list(reasons)] = False
+        # Key checks: a NULL key (missing in the record) is a bad record.
+        for k in self.spec.key:
+            col = cols[self.names.index(k)]
+            for i in np.flatnonzero(good & ~_mask(col.is_valid())).tolist():
+                reasons[i] = f"NULL or missing key column {k!r}"
+                good[i] = False
+        if ordering is not None:
+            # A tombstone has no ordering: it sorts first among its key's events (after
+            # the delete it follows, which has the same effect).
+            miss = good & ~_mask(ordering.is_valid()) & _mask(values.is_valid())
+            for i in np.flatnonzero(miss).tolist():
+                reasons[i] = f"missing ordering {self.spec.ordering!r}"
+                good[i] = False
+        take = pa.array(np.flatnonzero(good))
+        arrays = [c.take(take) for c in cols]
+        arrays += [delete.take(take), kpart.take(take), koff.take(take)]
+        if self.ordering_column == ORDERING_COLUMN:
+            assert ordering is not None
+            arrays.append(ordering.take(take))
+        arrays.append(pc.coalesce(times, kts).take(take))
+        events = pa.Table.from_arrays(arrays, schema=self.events_schema)
+        return ParsedChanges(events=events, rejected=tuple(sorted(reasons.items())), rows=n)
+
+    # ------------------------------------------------------------------ json
+    def _parse_json(
+        self, values: pa.Array
+    ) -> tuple[list[pa.Array], pa.Array, pa.Array | None, pa.Array, dict[int, str]]:
+        n = len(values)
+        present = np.flatnonzero(_mask(values.is_valid()))
+        bad: dict[int, str] = dict.fromkeys(
+            np.flatnonzero(~_mask(values.is_valid())).tolist(),
+            "NULL value (a tombstone) in format json",
+        )
+        records = values.take(pa.array(present)).to_pylist()
+        enc = self.bound.encode_block(records)
+        for i, err in enc.rejected:
+            bad[int(present[i])] = str(err)
+        rows = present[enc.good_indices.to_numpy()]
+        typed = enc.table
+        if enc.partitions is not None:
+            for c in enc.partitions.column_names:
+                typed = typed.append_column(c, enc.partitions.column(c))
+        cols = _scatter(typed, rows, n, self._row_schema())
+        table = pa.Table.from_arrays(cols, schema=self._row_schema())
+        if self._delete_expr is not None:
+            delete = pc.fill_null(_evaluate(table, self._delete_expr), False)
+        else:
+            delete = pa.array(np.zeros(n, dtype=bool))
+        ordering = cols[self.names.index(self.ordering_column)] if self.ordering_column else None
+        return cols, delete, ordering, pa.nulls(n, pa.int64()), bad
+
+    # ------------------------------------------------------------------ debezium
+    def _parse_debezium(
+        self, values: pa.Array, keys: pa.Array | None
+    ) -> tuple[list[pa.Array], pa.Array, pa.Array | None, pa.Array, dict[int, str]]:
+        n = len(values)
+        valid = _mask(values.is_valid())
+        present = np.flatnonzero(valid)
+        schema = self._row_schema()
+        bad: dict[int, str] = {}
+        slow = _Slow()
+        fast_idx = np.zeros(0, dtype=np.int64)
+        fast: pa.Table | None = None
+        if self._env_schema is not None and len(present):
+            arr = values.take(pa.array(present))
+            suspect = np.zeros(len(present), dtype=bool)
+            lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
+            suspect |= (lengths > self.spec.max_record_bytes) | (lengths == 0)
+            text, nonutf8 = decode_utf8(arr)
+            suspect |= nonutf8 | contains(arr, b"\n") | contains(arr, b"\r")
+            suspect |= ~_mask(pc.starts_with(arr, "{"))
+            suspect |= _mask(pc.match_substring_regex(text, self.bound.suspect_keys))
+            keep = np.flatnonzero(~suspect)
+            tables, idx, failed = _read_blocks(arr, keep, self._env_schema)
+            suspect[failed] = True
+            if tables is not None:
+                fast, conv_suspect = self._debezium_columns(tables)
+                suspect[idx[conv_suspect]] = True
+                ok = ~conv_suspect
+                fast = fast.filter(pa.array(ok))
+                fast_idx = present[idx[ok]]
+            slow_idx = present[np.flatnonzero(suspect)]
+        else:
+            slow_idx = present
+        for i in slow_idx.tolist():
+            self._debezium_row(i, values[i].as_py(), slow, bad)
+        for i in np.flatnonzero(~valid).tolist():  # tombstones: deletes keyed by the Kafka key
+            slow.idx.append(i)
+            slow.rows.append((None,) * self.n_columns)
+            slow.parts.append((None,) * (len(self.names) - self.n_columns))
+            slow.delete.append(True)
+            slow.ordering.append(None)
+            slow.time_ms.append(None)
+        # Merge the bulk rows and the row-path rows by input position.
+        extra = [
+            pa.field(DELETE_COLUMN, pa.bool_()),
+            pa.field("__ord", self._ordering_type),
+            pa.field("__t", pa.int64()),
+        ]
+        full = pa.schema(list(schema) + extra)
+        slow_table = pa.Table.from_arrays(
+            [pa.array([r[c] for r in slow.rows], f.type) for c, f in enumerate(self.arrow_schema)]
+            + [pa.array([p[j] for p in slow.parts], pa.string()) for j in range(len(self.names) - self.n_columns)]
+            + [pa.array(slow.delete, pa.bool_()), pa.array(slow.ordering, self._ordering_type), pa.array(slow.time_ms, pa.int64())],
+            schema=full,
+        )  # fmt: skip
+        parts = [slow_table]
+        src = [np.asarray(slow.idx, dtype=np.int64)]
+        if fast is not None:
+            parts.append(fast.cast(full))
+            src.append(fast_idx)
+        merged = pa.concat_tables(parts).combine_chunks()
+        cols = _scatter(merged, np.concatenate(src), n, full)
+        cols = self._keys_from_kafka(cols, keys, bad)
+        row_cols = cols[: len(schema)]
+        delete = pc.fill_null(cols[len(schema)], False)
+        ordering: pa.Array | None = None
+        if self.ordering_column is not None:
+            if self._path[0] == "after":
+                ordering = row_cols[self.names.index(self.ordering_column)]
+            else:
+                ordering = cols[len(schema) + 1]
+                if self.ordering_column != ORDERING_COLUMN:
+                    # The envelope's ordering is what the table keeps (ordering_guard).
+                    j = self.names.index(self.ordering_column)
+                    row_cols[j] = ordering.cast(row_cols[j].type)
+        return row_cols, delete, ordering, cols[len(schema) + 2], bad
+
+    def _debezium_columns(self, env: pa.Table) -> tuple[pa.Table, np.ndarray]:
+        """Bulk: the envelope table -> row columns (converted), delete flag, ordering, time;
+        and the rows the row path must redo (unknown op, a value that does not convert)."""
+        payload = env.column("payload").combine_chunks()
+        has_payload = payload.is_valid()
+
+        def pick(name: str) -> pa.Array:
+            top = env.column(name).combine_chunks()
+            return pc.if_else(has_payload, _child(payload, name), top)
+
+        op = pick("op")
+        is_delete = pc.equal(op, "d")
+        known = _mask(pc.is_in(op, pa.array(list(_OPS))))
+        row = pc.if_else(is_delete, pick("before"), pick("after"))
+        read = pa.Table.from_arrays(row.flatten(), schema=self.bound.read_schema)
+        columns, parts, suspect = self.bound.convert_read(read)
+        suspect = suspect | ~known
+        source = pick("source")
+        time_ms = pc.coalesce(_child(source, "ts_ms"), pick("ts_ms"))
+        if self._path and self._path[0] != "after":
+            o: pa.Array = pick(self._path[0])
+            for p in self._path[1:]:
+                o = _child(o, p)
+            ordering = o.cast(self._ordering_type)
+        else:
+            ordering = pa.nulls(len(op), self._ordering_type)
+        arrays = [c.cast(f.type) for c, f in zip(columns, self.arrow_schema, strict=True)] + list(
+            parts
+        )
+        arrays += [pc.fill_null(is_delete, False), ordering, time_ms]
+        names = [*list(self.names), DELETE_COLUMN, "__ord", "__t"]
+        return pa.Table.from_arrays(arrays, names=names), suspect
+
+    def _debezium_row(self, i: int, record: bytes, slow: _Slow, bad: dict[int, str]) -> None:
+        """The row path of one Debezium value (the JSON writer's ``encode_object``)."""
+        try:
+            if len(record) > self.spec.max_record_bytes:
+                raise SerializationError(f"record is {len(record)} bytes, over max_record_bytes")
+            env = _envelope(parse_json(record))
+            if env is None:
+                raise SerializationError("not a Debezium envelope (a JSON object)")
+            env = {k.lower(): v for k, v in env.items()}
+            op = env.get("op")
+            if op not in _OPS:
+                raise SerializationError(f"unknown Debezium op {op!r} (c, r, u or d)")
+            body = env.get("before" if op == "d" else "after")
+            if body is None:
+                if op != "d":
+                    raise SerializationError("no 'after' in a Debezium create/update")
+                body = {}
+            row, pvals = self.bound.encode_object(body, record)
+            ordering: object = None
+            if self._path and self._path[0] != "after":
+                raw = _walk(env, self._path)
+                ordering = _as_int(raw)
+                if raw is not None and ordering is None:
+                    raise SerializationError(
+                        f"ordering {self.spec.ordering!r}: {raw!r} is not an integer"
+                    )
+            t_ms = _as_int(_walk(env, ("source", "ts_ms")))
+            if t_ms is None:
+                t_ms = _as_int(env.get("ts_ms"))
+        except SerializationError as e:
+            bad[i] = str(e)
+            return
+        slow.idx.append(i)
+        slow.rows.append(row)
+        slow.parts.append(pvals)
+        slow.delete.append(op == "d")
+        slow.ordering.append(ordering)
+        slow.time_ms.append(t_ms)
+
+    def _keys_from_kafka(
+        self, cols: list[pa.Array], keys: pa.Array | None, bad: dict[int, str]
+    ) -> list[pa.Array]:
+        """Deletes lacking a key column in the value (tombstones, ``before`` NULL) take
+        the key from the Kafka key (Debezium's key JSON), converted as the table's."""
+        delete = _mask(cols[len(self.names)])
+        need = np.zeros(len(delete), dtype=bool)
+        for k in self.spec.key:
+            need |= ~_mask(cols[self.names.index(k)].is_valid())
+        need &= delete
+        need[list(bad)] = False
+        if not need.any():
+            return cols
+        kpos = [self.names.index(k) for k in self.spec.key]
+        found: dict[int, list[object]] = {j: [] for j in kpos}
+        at: list[int] = []
+        for i in np.flatnonzero(need).tolist():
+            raw = None if keys is None else keys[i].as_py()
+            if raw is None:
+                continue  # stays NULL: a bad record ("NULL or missing key")
+            if isinstance(raw, str):
+                raw = raw.encode()
+            try:
+                obj = _envelope(parse_json(raw))
+                if obj is None:
+                    raise SerializationError("the Kafka key is not a JSON object")
+                row, _ = self.bound.encode_object(obj, raw)
+            except SerializationError as e:
+                bad[i] = f"Kafka key: {e}"
+                continue
+            at.append(i)
+            for j in kpos:
+                found[j].append(row[j])
+        if at:
+            idx = pa.array(at, pa.int64())
+            mask = np.zeros(len(delete), dtype=bool)
+            mask[at] = True
+            for j in kpos:
+                vals = pa.array(found[j], cols[j].type)
+                cols[j] = _replace(cols[j], idx, vals, mask)
+        return cols
+
+
+def _replace(col: pa.Array, idx: pa.Array, vals: pa.Array, mask: np.ndarray) -> pa.Array:
+    """``col`` with the values at ``idx`` (ascending) replaced by ``vals``."""
+    full = _scatter(
+        pa.table({"v": vals}), idx.to_numpy(), len(col), pa.schema([pa.field("v", col.type)])
+    )[0]
+    return pc.if_else(pa.array(mask), full, col)
+
+
+def _scatter(table: pa.Table, rows: np.ndarray, n: int, schema: pa.Schema) -> list[pa.Array]:
+    """Columns of ``n`` rows: row ``rows[j]`` holds ``table``'s row ``j``, others NULL."""
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[rows] = np.arange(len(rows), dtype=np.int64)
+    take = pa.array(pos, mask=pos < 0)
+    return [table.column(i).combine_chunks().cast(f.type).take(take) for i, f in enumerate(schema)]
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.Array:
+    import pyarrow.dataset as ds
+
+    out = ds.dataset(table).to_table(columns={"m": expr}).column("m").combine_chunks()
+    return out if out.type == pa.bool_() else out.cast(pa.bool_())
+
+
+def _read_blocks(
+    arr: pa.Array, keep: np.ndarray, schema: pa.Schema
+) -> tuple[pa.Table | None, np.ndarray, list[int]]:
+    """``pyarrow.json`` reads of the records ``keep`` with ``schema``; a block that fails
+    (or yields another row count) is halved until the failing records are isolated."""
+    pieces: list[tuple[np.ndarray, pa.Table]] = []
+    failed: list[int] = []
+    leaf = max(16, len(keep) // 128)
+    opts = pa_json.ParseOptions(
+        explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=False
+    )
+
+    def read(idx: np.ndarray) -> None:
+        if not len(idx):
+            return
+        sub = arr.take(pa.array(idx))
+        data = b"\n".join(sub.to_pylist()) if len(idx) < 64 else _join(sub)
+        try:
+            t = pa_json.read_json(
+                io.BytesIO(data),
+                read_options=pa_json.ReadOptions(
+                    use_threads=False, block_size=max(1 << 20, len(data) + 1)
+                ),
+                parse_options=opts,
+            )
+            if t.num_rows == len(idx):
+                pieces.append((idx, t.select(schema.names)))
+                return
+        except pa.ArrowInvalid:
+            pass
+        if len(idx) <= leaf:
+            failed.extend(idx.tolist())
+            return
+        mid = len(idx) // 2
+        read(idx[:mid])
+        read(idx[mid:])
+
+    read(keep)
+    if not pieces:
+        return None, np.zeros(0, dtype=np.int64), failed
+    return (
+        pa.concat_tables([t for _, t in pieces]).combine_chunks(),
+        np.concatenate([i for i, _ in pieces]),
+        failed,
+    )
+
+
+def _join(arr: pa.Array) -> bytes:
+    """The records of a binary array joined by newlines, without a Python object per row."""
+    joined = pc.binary_join_element_wise(arr, pa.array([b""] * len(arr), pa.binary()), b"\n")
+    flat = joined.buffers()[2]
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[
+        joined.offset : joined.offset + len(joined) + 1
+    ]
+    return bytes(memoryview(flat)[offsets[0] : offsets[-1]])[:-1]
