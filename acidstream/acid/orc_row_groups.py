@@ -488,10 +488,31 @@ class StripeReader:
         as the Arrow type pyarrow reads it as."""
         if not self.supports(column):
             raise Unsupported(f"column {column} of stripe {self.index}")
+        const = self._constant(column)
+        if const is not None:
+            n = sum(self.group_rows(g) for a, b in ranges for g in range(a, b))
+            return _with_nulls(np.full(n, const, dtype=np.int64), None, self._arrow_type(column))
         parts = [self._read_range(column, a, b) for a, b in ranges]
         if not parts:
             return pa.array([], self._arrow_type(column))
         return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+    def _constant(self, column: int) -> int | None:
+        """The value of an integer column that holds one value in every row of the stripe
+        (statistics: no nulls, ``min == max``), as an ACID file's originalTransaction,
+        bucket and currentTransaction do in a base or delta: nothing to decode."""
+        if self.meta.types[column].kind not in _INTS:
+            return None
+        st = self.meta.column_stats(self.index, column)
+        if (
+            st is None
+            or st.values != self.rows
+            or st.has_null
+            or st.int_min is None
+            or st.int_min != st.int_max
+        ):
+            return None
+        return st.int_min
 
     def _arrow_type(self, column: int) -> pa.DataType:
         k = self.meta.types[column].kind
