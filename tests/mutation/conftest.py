@@ -12,7 +12,7 @@ import pytest
 
 import acidstream
 from acidstream import Table
-from acidstream.acid import file_reader
+from acidstream.acid import file_reader, key_lookup
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictJsonWriter
 from acidstream.txn.store import TxnStore
@@ -53,7 +53,8 @@ def handle(store_url: str, warehouse: str) -> Callable[[str], Table]:
 
 @pytest.fixture
 def decoded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every ORC column path the ACID reader decodes from here on."""
+    """Every ORC column path the ACID reader (and a MERGE's key lookup, for the stripes
+    it reads whole) decodes from here on."""
     seen: list[str] = []
     real = file_reader.read_orc_columns
 
@@ -62,6 +63,8 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return real(*args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(file_reader, "read_orc_columns", spy)
+    # a MERGE's key lookup reads whole stripes the same way (acidstream.acid.key_lookup)
+    monkeypatch.setattr(key_lookup, "read_orc_columns", spy)
     yield seen
 
 
