@@ -1,10 +1,10 @@
 """The layer rule of docs/architecture.md, checked on every import of the project's code.
 
-``acidstream.acid`` <- ``acidstream.txn`` <- {``.ingest``, ``.sources``, ``.compaction``,
-``.recovery``, ``.mutation``} <- ``acidstream.sinks`` <- the application layer (``acidstream``
-itself: the facade, the Table handle, ``acidstream.cli``, ``acidstream.jobs``): a module may
-import its own layer's package and any layer below it; the five siblings never import each
-other. Every import counts: module-level, inside functions and classes, under
+``acidstream.acid`` <- ``acidstream.txn`` <- ``acidstream.mutation`` <- {``.ingest``,
+``.sources``, ``.compaction``, ``.recovery``} <- ``acidstream.sinks`` <- the application layer
+(``acidstream`` itself: the facade, the Table handle, ``acidstream.cli``, ``acidstream.jobs``):
+a module may import its own layer's package and any layer below it; the four siblings never
+import each other. Every import counts: module-level, inside functions and classes, under
 ``if TYPE_CHECKING:``, ``import X`` and ``from X import Y``, relative imports resolved against
 the importing module.
 """
@@ -24,13 +24,13 @@ PACKAGE = ROOT / "acidstream"
 RANK = {
     "acid": 0,
     "txn": 1,
-    "ingest": 2,
-    "sources": 2,
-    "compaction": 2,
-    "recovery": 2,
-    "mutation": 2,
-    "sinks": 3,
-    "acidstream": 4,
+    "mutation": 2,  # row-level change: streaming upserts (ingest) and sinks build on it
+    "ingest": 3,
+    "sources": 3,
+    "compaction": 3,
+    "recovery": 3,
+    "sinks": 4,
+    "acidstream": 5,
 }
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "ClauseRows",
     "MatchedDelete",
     "MatchedUpdate",
+    "Matches",
     "MergePlan",
     "MergeSpec",
     "NotMatchedInsert",
@@ -142,6 +143,16 @@ class _Compiled:
     condition: pc.Expression | None
     values: dict[str, pc.Expression]
     statement_id: int = -1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matches:
+    """What :meth:`MergePlan.find` found: the target rows read (with their ROW__IDs) and
+    the matched pairs (``__t``: row of ``target``, ``__s``: row of the source), sorted
+    by source row."""
+
+    target: pa.Table
+    pairs: pa.Table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,6 +287,11 @@ class MergePlan:
 
     # -------------------------------------------------------------- run
     def __call__(self, run: MutationRun) -> MergeResult:
+        return self.write(run, self.find(run))
+
+    def find(self, run: MutationRun) -> Matches:
+        """The target rows the source can match, read in the txn's snapshot, and the
+        matched (source row, target row) pairs; raises ``CardinalityViolationError``."""
         t = run.target
         src = self.source
         skeys = pa.table(
@@ -311,6 +327,11 @@ class MergePlan:
                     "rows (hive.merge.cardinality.check); nothing was written"
                 )
         faults.point("mutation.after_find")
+        return Matches(target=target, pairs=pairs)
+
+    def write(self, run: MutationRun, found: Matches) -> MergeResult:
+        """Each WHEN clause's files for the pairs :meth:`find` found."""
+        t, src, target, pairs = run.target, self.source, found.target, found.pairs
         deleted = updated = inserted = 0
         if self.matched and pairs.num_rows:
             trow = target.take(pairs.column("__t"))

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-__all__ = ["MergeResult", "MutationResult", "from_json", "to_json"]
+__all__ = ["ChangeResult", "MergeResult", "MutationResult", "from_json", "to_json"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,10 +57,46 @@ class MergeResult:
     replayed: bool = False
 
 
-R = TypeVar("R", MutationResult, MergeResult)
+@dataclass(frozen=True, kw_only=True)
+class ChangeResult:
+    """The outcome of applying a batch of change events (``acidstream.mutation.changes``):
+    what happened to each key after the batch was collapsed to one event per key.
+
+    Attributes:
+        events: change events given.
+        keys: distinct keys after the collapse (one event each).
+        inserted / updated / deleted: rows inserted (new keys), given a new version
+            (existing keys), removed.
+        absent_deletes: deletes of keys the table does not hold (no-ops, counted).
+        skipped_late: events older than the row in the table (``ordering_guard``), left out.
+        write_id, files_written, partitions, seconds, attempts, replayed: as
+            :class:`MutationResult`.
+    """
+
+    events: int = 0
+    keys: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    absent_deletes: int = 0
+    skipped_late: int = 0
+    write_id: int
+    files_written: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    seconds: float = 0.0
+    attempts: int = 1
+    replayed: bool = False
+
+    @property
+    def upserts(self) -> int:
+        """Keys written with a new version (inserted + updated)."""
+        return self.inserted + self.updated
 
 
-def to_json(result: MutationResult | MergeResult) -> str:
+R = TypeVar("R", MutationResult, MergeResult, ChangeResult)
+
+
+def to_json(result: MutationResult | MergeResult | ChangeResult) -> str:
     """The result as the JSON an idempotency key's commit stores."""
     return json.dumps({"kind": type(result).__name__, **asdict(result)}, sort_keys=True)
 

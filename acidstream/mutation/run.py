@@ -28,7 +28,13 @@ from acidstream.acid.errors import (
     storage_error,
 )
 from acidstream.acid.table_name import TableName
-from acidstream.mutation.results import MergeResult, MutationResult, from_json, to_json
+from acidstream.mutation.results import (
+    ChangeResult,
+    MergeResult,
+    MutationResult,
+    from_json,
+    to_json,
+)
 from acidstream.mutation.target import Target
 from acidstream.mutation.write import MutationFiles
 from acidstream.txn.batch import TransactionBatch
@@ -44,7 +50,7 @@ IDEMPOTENCY_KEY_PREFIX = "_meta.mutation."
 
 AGENT = "acidstream-mutation"
 
-R = TypeVar("R", MutationResult, MergeResult)
+R = TypeVar("R", MutationResult, MergeResult, ChangeResult)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,12 +91,18 @@ def run_mutation(
     retries: int = 0,
     idempotency_key: str | None = None,
     lock_wait_s: float = 60.0,
+    exclusive: bool = False,
+    commit_param: Callable[[R], tuple[str, str]] | None = None,
 ) -> R:
     """Run ``body`` in a txn of its own and commit what it wrote; return its result with
     ``write_id``, ``files_written``, ``partitions``, ``seconds`` and ``attempts`` filled in.
 
     ``body`` reads the table in the txn's snapshot (``run.target``) and writes through
     ``run.files``; an exception from it aborts the txn and removes its files.
+    ``exclusive``: the txn takes EXCL_WRITE instead of SHARED_WRITE (upserts: see
+    :class:`~acidstream.txn.batch.TransactionBatch`). ``commit_param``: given the
+    result, a ``(table parameter, value)`` stored atomically with the commit (and
+    overwritten by the next one: a sink's progress); not with ``idempotency_key``.
 
     Raises:
         CommitConflictError: another mutation of a partition written committed first, and
@@ -100,6 +112,8 @@ def run_mutation(
     """
     if retries < 0:
         raise ConfigError(f"retries must be >= 0, not {retries}")
+    if commit_param is not None and idempotency_key is not None:
+        raise ConfigError("a mutation stores an idempotency key or a commit parameter, not both")
     param = idempotency_param(idempotency_key) if idempotency_key is not None else None
     if param is not None:
         stored = store.get_table_param(name.db, name.table, param)
@@ -110,7 +124,9 @@ def run_mutation(
     while True:
         attempt += 1
         try:
-            result = _attempt(store, name, operation, body, param, lock_wait_s)
+            result = _attempt(
+                store, name, operation, body, param, lock_wait_s, exclusive, commit_param
+            )
         except CommitKeyExistsError as e:
             # The same key committed by a concurrent run (ours was aborted, its files
             # removed): that run's result is the statement's result.
@@ -153,6 +169,8 @@ def _attempt(
     body: Callable[[MutationRun], R],
     param: str | None,
     lock_wait_s: float,
+    exclusive: bool = False,
+    commit_param: Callable[[R], tuple[str, str]] | None = None,
 ) -> R:
     table = store.get_table(name.db, name.table)
     batch = TransactionBatch(
@@ -160,6 +178,7 @@ def _attempt(
         name,
         size=1,
         operation=operation,
+        exclusive=exclusive,
         dynamic=table.is_partitioned,
         lock_wait_s=lock_wait_s,
         agent_info=AGENT,
@@ -188,12 +207,14 @@ def _attempt(
             files_written=tuple(files.paths),
             partitions=tuple(sorted(p for p in files.partitions if p)),
         )
-        value = to_json(result) if param is not None else None
+        key, value = param, to_json(result) if param is not None else None
+        if commit_param is not None:
+            key, value = commit_param(result)
         faults.point("mutation.before_commit")
         try:
             batch.commit(
                 partitions=sorted(p for p in files.partitions if p),
-                key=param,
+                key=key,
                 value=value,
                 key_once=param is not None,
             )

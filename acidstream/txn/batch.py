@@ -97,6 +97,10 @@ class TransactionBatch:
         user, host, agent_info: recorded with the txns and locks.
         operation: INSERT (the default), UPDATE or DELETE: the lock type and the write set
             follow it (see the module's docstring).
+        exclusive: an UPDATE or DELETE batch takes EXCL_WRITE instead of SHARED_WRITE
+            (Hive's ``hive.txn.xlock.mergeinsert``): writers of the table that update or
+            delete wait for each other, so two upserts can never both insert one new key;
+            inserts and readers (SHARED_READ) are not blocked.
         on_call: called once per metastore round trip (connection statistics).
         heartbeater: the writer's heartbeat thread, to follow this batch from now on
             (a writer keeps one for all its batches); ``None``: the batch starts its own,
@@ -117,6 +121,7 @@ class TransactionBatch:
         host: str = "",
         agent_info: str = "",
         operation: DataOperationType = DataOperationType.INSERT,
+        exclusive: bool = False,
         on_call: Callable[[], None] | None = None,
         heartbeater: Heartbeater | None = None,
     ) -> None:
@@ -126,7 +131,10 @@ class TransactionBatch:
             raise ConfigError(
                 f"a transaction batch inserts, updates or deletes, not {operation.name}"
             )
+        if exclusive and operation is DataOperationType.INSERT:
+            raise ConfigError("an exclusive (EXCL_WRITE) batch updates or deletes; inserts share")
         self.operation = operation
+        self.lock_type = LockType.EXCL_WRITE if exclusive else _LOCK_TYPE[operation]
         self.store = store
         self.table = table
         self._lock_wait_s = lock_wait_s
@@ -266,7 +274,7 @@ class TransactionBatch:
         return LockRequest(
             components=(
                 LockComponent(
-                    _LOCK_TYPE[self.operation],
+                    self.lock_type,
                     self.table.db,
                     self.table.table,
                     self._partition,
