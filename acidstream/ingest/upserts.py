@@ -59,7 +59,7 @@ from acidstream.acid.errors import (
 from acidstream.acid.placement import Placement
 from acidstream.acid.table_name import TableName
 from acidstream.ingest.call_args import row_tuples
-from acidstream.ingest.record_writers import BoundRecordWriter
+from acidstream.ingest.record_writers import BoundRecordWriter, EncodedBlock
 from acidstream.ingest.stats import StatsCounter
 from acidstream.ingest.streaming_options import BlockResult
 from acidstream.mutation.changes import DELETE_COLUMN, OFFSET_COLUMN, ChangeOptions, ChangePlan
@@ -75,7 +75,7 @@ from acidstream.txn.table_key import TableKey, table_key
 if TYPE_CHECKING:
     from acidstream.ingest.streaming_options import StreamingOptions
 
-__all__ = ["ChangeBuffer", "UpsertMethods", "upsert_key"]
+__all__ = ["ChangeBuffer", "KeyedWriter", "UpsertMethods", "upsert_key"]
 
 # Each restart of a begin means another writer's update committed meanwhile: progress,
 # but a connection that never gets a turn gives up rather than loop for ever.
@@ -170,6 +170,69 @@ def key_null_mask(rows: pa.Table, key: TableKey) -> pa.Array | None:
         )
         mask = m if mask is None else pc.or_(mask, m)
     return mask
+
+
+class KeyedWriter:
+    """A bound record writer that also rejects a record with a NULL key column, with the
+    same error from :meth:`encode` and :meth:`encode_block` (the record-writer contract):
+    the parse of upserts and deletes where each record can be rejected on its own (the
+    HTTP server's ``?mode=upsert``). Key columns that are static partition columns are
+    not the writer's to see; they are checked when the changes are buffered."""
+
+    def __init__(
+        self,
+        inner: BoundRecordWriter,
+        *,
+        columns: Sequence[str],
+        partition_columns: Sequence[str],
+        key: TableKey,
+    ) -> None:
+        self.inner = inner
+        cols = [c.lower() for c in columns]
+        parts = [c.lower() for c in partition_columns]
+        # (key column, index in the row or -1, index in the partition values or -1)
+        self._where = [
+            (c, cols.index(c) if c in cols else -1, parts.index(c) if c in parts else -1)
+            for c in key.columns
+            if c in cols or c in parts
+        ]
+
+    def _error(self, column: str) -> SerializationError:
+        return SerializationError(f"a NULL value in the key column {column!r}")
+
+    def encode(self, record: bytes) -> Any:
+        row, pvals = self.inner.encode(record)
+        for c, i, j in self._where:
+            if (row[i] if i >= 0 else pvals[j]) is None:
+                raise self._error(c)
+        return row, pvals
+
+    def encode_block(self, records: Sequence[bytes]) -> EncodedBlock:
+        enc = self.inner.encode_block(records)
+        if not enc.table.num_rows:
+            return enc
+        bad: pa.Array | None = None
+        rejected = list(enc.rejected)
+        for c, i, j in self._where:
+            col = enc.table.column(i) if i >= 0 else enc.partitions.column(j)  # type: ignore[union-attr]
+            if not col.null_count:
+                continue
+            m = pc.is_null(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+            new = m if bad is None else pc.and_(m, pc.invert(bad))
+            err = self._error(c)
+            rejected.extend((idx, err) for idx in enc.good_indices.filter(new).to_pylist())
+            bad = m if bad is None else pc.or_(bad, m)
+        if bad is None:
+            return enc
+        keep = pc.invert(bad)
+        rejected.sort(key=lambda r: r[0])
+        return EncodedBlock(
+            table=enc.table.filter(keep),
+            partitions=None if enc.partitions is None else enc.partitions.filter(keep),
+            rejected=tuple(rejected),
+            good_indices=enc.good_indices.filter(keep),
+            nbytes=enc.nbytes,
+        )
 
 
 class UpsertMethods:
@@ -311,11 +374,15 @@ class UpsertMethods:
             self._stats.add("records_written", rows.num_rows)
             return rows.num_rows
 
-    def delete_arrow(self, data: pa.Table) -> int:
-        """Delete the keys of ``data`` (a table with at least the key columns, by name;
-        other columns are ignored), all or nothing."""
+    def delete_arrow(self, data: pa.Table, *, partition: Sequence[str | None] = ()) -> int:
+        """Delete the keys of ``data`` (a table with at least the key columns that are
+        data columns, by name; other columns are ignored; key columns that are partition
+        columns come from ``partition`` or the static partition), all or nothing."""
         with self._lock:
             buf = self._buffer()
+            pnames = {k.lower() for k in self.table.partition_names}
+            if any(c in pnames for c in buf.key.columns):
+                data = self._with_partition(data, partition)
             missing = [c for c in buf.key.columns if c not in data.column_names]
             if missing:
                 raise ConfigError(f"the keys to delete lack key column(s) {missing}")
@@ -323,6 +390,16 @@ class UpsertMethods:
             buf.add(rows, delete=True)
             self._stats.add("records_written", rows.num_rows)
             return rows.num_rows
+
+    def delete_rows(
+        self, rows: Iterable[Sequence[Any]], *, partition: Sequence[str | None] = ()
+    ) -> int:
+        """Delete the keys of whole rows (tuples in table column order, as ``write_rows``
+        takes them: only the key columns matter), all or nothing."""
+        with self._lock:
+            self._buffer()
+            data = self._place.rows_to_table(row_tuples(rows, len(self.table.columns)))
+            return self.delete_arrow(data, partition=partition)
 
     # ------------------------------------------------------------------ internals
     @property

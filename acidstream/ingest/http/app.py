@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -51,6 +51,7 @@ from acidstream.ingest.http.body import (
     parse_partition,
     split_lines,
 )
+from acidstream.ingest.http.changes import APPEND, request_mode
 from acidstream.ingest.http.config import ServerConfig, TableSettings
 from acidstream.ingest.http.group_commit import CommitResult, TableWriter, WriteRequest
 from acidstream.ingest.http.idempotency import (
@@ -61,6 +62,7 @@ from acidstream.ingest.http.idempotency import (
     key_hash,
 )
 from acidstream.ingest.http.metrics import Metrics
+from acidstream.ingest.http.problems import Problem
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.housekeeper import Housekeeper, HousekeepingReport
 from acidstream.txn.store import TxnStore
@@ -71,38 +73,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-PROBLEM_JSON = "application/problem+json"
 REPLAY_HEADER = "Idempotent-Replayed"
-
-
-class Problem(Exception):
-    """An answer other than 200, as problem details (RFC 9457)."""
-
-    def __init__(
-        self,
-        status: int,
-        title: str,
-        detail: str,
-        *,
-        extra: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status, self.title, self.detail = status, title, detail
-        self.extra = dict(extra or {})
-        self.headers = dict(headers or {})
-
-    def response(self, instance: str) -> Response:
-        slug = self.title.lower().replace(" ", "-")
-        body = {
-            "type": f"urn:acidstream:http:{slug}",
-            "title": self.title,
-            "status": self.status,
-            "detail": self.detail,
-            "instance": instance,
-            **self.extra,
-        }
-        return JSONResponse(body, self.status, headers=self.headers, media_type=PROBLEM_JSON)
 
 
 @dataclass
@@ -116,6 +87,7 @@ class _Part:
     partition_text: str | None
     digest: str  # what the request asks to write, for the Idempotency-Key check
     unit: str = "line"  # what ``numbers`` count: body lines, or Flume events
+    mode: str = APPEND  # or upsert / delete (acidstream.ingest.http.changes)
 
 
 def _warm_up_arrow() -> None:
@@ -464,13 +436,16 @@ async def _ingest(
         # Small bodies are parsed on the loop: the per-record path takes ~10 µs a record,
         # less than handing the work to a thread and back.
         small = len(part.records) < ROW_PATH_MAX_RECORDS
+        static_path = part.static is not None or w.dynamic_writer is None
+        writer = w.static_writer if static_path else w.dynamic_writer
+        if part.mode != APPEND:  # the same parse; a NULL key rejects the line
+            writer = w.keyed_static_writer if static_path else w.keyed_dynamic_writer
+        assert writer is not None
         parsed = await _maybe_in_thread(
             small,
             parse_lines,
             part.records,
-            writer=w.static_writer
-            if part.static is not None or w.dynamic_writer is None
-            else w.dynamic_writer,
+            writer=writer,
             placement=server.placement(name),
             static=part.static,
             dynamic=part.static is None and w.dynamic_writer is not None,
@@ -509,10 +484,12 @@ async def _ingest(
             response={
                 "table": name,
                 "partition": part.partition_text,
+                **({} if part.mode == APPEND else {"mode": part.mode}),
                 "accepted": parsed.accepted,
                 **rej,
             },
             idem=claimed,
+            mode=part.mode,
             loop=loop,
             future=loop.create_future(),
         )
@@ -611,13 +588,14 @@ async def _post_table(request: Request) -> Response:
     server: IngestServer = request.app.state.ingest
 
     async def run() -> Response:
-        params = _query_params(request, ("partition",))
+        params = _query_params(request, ("partition", "mode"))
         t = _table_settings(server, request.path_params["name"])
         _authorize(request, t)
         _check_media(request, t.content_types)
         length = _content_length(request, server)
         idem = _idempotency_key(request)
         w = await _writer_or_problem(server, t)
+        mode = request_mode(params, w.key, t.qualified)
         ptext = params.get("partition")
         static: PartitionValues | None = None
         if ptext is not None:
@@ -639,8 +617,10 @@ async def _post_table(request: Request) -> Response:
                 records, numbers = await _maybe_in_thread(
                     len(body) < INLINE_SPLIT_BYTES, split_lines, body
                 )
-                digest = body_hash(t.qualified.encode(), (ptext or "").encode(), body)
-                part = _Part(w, records, numbers, static, ptext, digest)
+                # (An append's digest as before; a change's names its mode too.)
+                modes = () if mode == APPEND else (mode.encode(),)
+                digest = body_hash(t.qualified.encode(), (ptext or "").encode(), *modes, body)
+                part = _Part(w, records, numbers, static, ptext, digest, mode=mode)
                 del body
                 resp, replayed = await _ingest(server, part, idem)
         headers = {REPLAY_HEADER: "true"} if replayed else {}

@@ -10,6 +10,11 @@ bytes run out; then it writes the idempotency pointers, commits with the idempot
 marker as the commit's key/value (``acidstream.ingest.http.idempotency``) and resolves every
 request's future on the event loop. A failed group is aborted and every request in it
 gets the error (nothing of it is visible); the connection is then reopened.
+
+Upserts and deletes of a keyed table (``?mode=upsert|delete``,
+:mod:`acidstream.ingest.http.changes`) go through a second connection, opened for
+upserts; a group holds either appends or changes, never both: the group closes at the
+first queued request of the other kind, which starts the next group (arrival order kept).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 import pyarrow as pa
@@ -30,6 +35,7 @@ from acidstream.acid.errors import SerializationError
 from acidstream.acid.placement import TableLayout
 from acidstream.acid.schema import TableSchema
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.http.changes import APPEND, count_changes, write_changes
 from acidstream.ingest.http.config import CommitWindow, TableSettings, record_writer
 from acidstream.ingest.http.idempotency import (
     IdempotencyIndex,
@@ -40,9 +46,11 @@ from acidstream.ingest.http.idempotency import (
 )
 from acidstream.ingest.http.metrics import Metrics
 from acidstream.ingest.record_writers import BoundRecordWriter
+from acidstream.ingest.upserts import KeyedWriter
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.store import TxnStore
+from acidstream.txn.table_key import TableKey, table_key
 
 __all__ = ["CommitResult", "TableWriter", "WriteRequest", "record_writer"]
 
@@ -69,6 +77,7 @@ class WriteRequest:
         rejected: ``(record, position, error)`` of each bad record (dead letters).
         response: the response body without the write ids (the commit adds them).
         idem: ``(sha256 of the Idempotency-Key, sha256 of the body)``, or ``None``.
+        mode: ``append``, ``upsert`` or ``delete`` (:mod:`acidstream.ingest.http.changes`).
         future: resolved with a :class:`CommitResult` or the exception, on ``loop``.
     """
 
@@ -78,6 +87,7 @@ class WriteRequest:
     rejected: Sequence[tuple[bytes, str, SerializationError]] = ()
     response: Mapping[str, Any]
     idem: tuple[str, str] | None = None
+    mode: str = APPEND
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[CommitResult]
     received: float = field(default_factory=time.monotonic)
@@ -140,12 +150,18 @@ class TableWriter:
         self._room_rows = self._room_bytes = _NO_LIMIT  # what the open group can still take
         self._store: TxnStore | None = None
         self._conn: StreamingConnection | None = None
+        self._upserts: StreamingConnection | None = None  # a keyed table's changes
+        self._upserts_store: TxnStore | None = None
         self._thread: threading.Thread | None = None
         self.table: TableDef
         self.schema: TableSchema
         self.layout: TableLayout
         self.dynamic_writer: BoundRecordWriter | None = None
         self.static_writer: BoundRecordWriter
+        self.key: TableKey | None = None
+        # The writers of ?mode=upsert|delete: as above, and a NULL key rejects the line.
+        self.keyed_static_writer: BoundRecordWriter | None = None
+        self.keyed_dynamic_writer: BoundRecordWriter | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -164,12 +180,46 @@ class TableWriter:
                 self.dynamic_writer = self._writer.bind(
                     self.schema, partition_columns=self.table.partition_keys
                 )
+            self.key = table_key(self.table)
+            if self.key is not None:
+                self._keyed_writers(self.key)
         except BaseException:
             self._disconnect()  # e.g. the regex's groups do not fit the columns
             raise
         self._thread = threading.Thread(target=self._run, name=f"http-writer-{self.name}")
         self._thread.daemon = True
         self._thread.start()
+
+    def _keyed_writers(self, key: TableKey) -> None:
+        cols = [n for n, _ in self.table.columns]
+        self.keyed_static_writer = KeyedWriter(
+            self.static_writer, columns=cols, partition_columns=(), key=key
+        )
+        if self.dynamic_writer is not None:
+            self.keyed_dynamic_writer = KeyedWriter(
+                self.dynamic_writer,
+                columns=cols,
+                partition_columns=self.table.partition_names,
+                key=key,
+            )
+
+    def _connect_upserts(self) -> StreamingConnection:
+        """The upsert connection (opened at the first change group; its own store
+        connection, so its txns never interleave with the append connection's)."""
+        if self._upserts is None:
+            store = self._store_config.open()
+            try:
+                self._upserts = StreamingConnection(
+                    self.name,
+                    record_writer=self._writer,
+                    store=store,
+                    options=replace(self._options, mode="upsert"),
+                )
+            except BaseException:
+                store.close()
+                raise
+            self._upserts_store = store
+        return self._upserts
 
     def _connect(self) -> StreamingConnection:
         if self._conn is None:
@@ -185,6 +235,16 @@ class TableWriter:
         return self._conn
 
     def _disconnect(self) -> None:
+        up, up_store = self._upserts, self._upserts_store
+        self._upserts = self._upserts_store = None
+        try:
+            if up is not None:
+                up.close()
+        except Exception as e:  # its txns are aborted anyway
+            log.warning("closing the upsert connection of %s failed: %s", self.name, e)
+        finally:
+            if up_store is not None:
+                up_store.close()
         conn, store = self._conn, self._store
         self._conn = self._store = None
         try:
@@ -252,11 +312,12 @@ class TableWriter:
             return self._pop()
 
     def _take_more(
-        self, deadline: float, rows: int, nbytes: int
+        self, deadline: float, rows: int, nbytes: int, appends: bool = True
     ) -> tuple[list[WriteRequest], bool]:
         """More of a group: wait until the window closes (its deadline, draining, or
         enough queued to fill the group) or ``_ENCODE_EARLY_ROWS`` rows are queued, then
-        take every queued request that fits. Returns them and whether the group is
+        take every queued request that fits and is of the group's kind
+        (``appends``: the group holds appends, else changes). Returns them and whether the group is
         closed (else the caller encodes them and asks again)."""
         w = self._window
         with self._cond:
@@ -280,6 +341,9 @@ class TableWriter:
                 self._room_rows = self._room_bytes = _NO_LIMIT
             taken: list[WriteRequest] = []
             while self._queue and rows < w.max_rows and nbytes < w.max_bytes:
+                if (self._queue[0].mode == APPEND) != appends:
+                    closed = True  # the next request is of the other kind: its own group
+                    break
                 req = self._pop()
                 taken.append(req)
                 rows += req.accepted
@@ -317,8 +381,10 @@ class TableWriter:
         # more than it must.
         deadline = max(first.received, self._last_deadline) + w.max_delay_ms / 1000.0
         opened = False
+        appends = first.mode == APPEND
+        conn: StreamingConnection | None = None
         try:
-            conn = self._connect()
+            conn = self._connect() if appends else self._connect_upserts()
             conn.begin_transaction()
             opened = True
             self._metrics.open_txns.inc()
@@ -326,11 +392,13 @@ class TableWriter:
             todo = [first]  # taken, not yet written
             closed = rows >= w.max_rows or nbytes >= w.max_bytes
             while not closed:
-                more, closed = self._take_more(deadline, rows, nbytes)
+                more, closed = self._take_more(deadline, rows, nbytes, appends)
                 group.extend(more)
                 todo.extend(more)
                 rows += sum(r.accepted for r in more)
                 nbytes += sum(r.nbytes for r in more)
+                if not appends:
+                    continue  # changes are applied at commit (ingest.upserts)
                 if not closed and sum(r.accepted for r in todo) >= _ENCODE_EARLY_ROWS:
                     # The window is still open: encode what came so far while it does,
                     # so the commit at its end has less left to do.
@@ -339,11 +407,14 @@ class TableWriter:
                     self._metrics.early_rows.labels(self.name).inc(sum(r.accepted for r in todo))
                     todo = []
             self._last_deadline = max(deadline, time.monotonic())
-            _write_requests(conn, todo)
+            if appends:
+                _write_requests(conn, todo)
+            else:
+                write_changes(conn, todo)
             result = self._commit(conn, group)
         except Exception as e:
             log.error("group of %d requests for %s failed: %s", len(group), self.name, e)
-            self._fail(group, e)
+            self._fail(group, e, conn)
             if opened:
                 self._metrics.open_txns.dec()
             self._disconnect()  # a fresh connection for the next group
@@ -383,16 +454,20 @@ class TableWriter:
         m.group_rows.labels(name).observe(rows)
         m.records.labels(name, "accepted").inc(rows)
         m.bytes.labels(name, "accepted").inc(sum(r.nbytes for r in group))
+        if conn.key is not None:
+            count_changes(m, name, group, conn)
         if entries:
             self._index.committed(name, entries)
         return results
 
-    def _fail(self, group: list[WriteRequest], error: Exception) -> None:
+    def _fail(
+        self, group: list[WriteRequest], error: Exception, conn: StreamingConnection | None
+    ) -> None:
         self._metrics.commits.labels(self.name, "failed").inc()
-        if self._conn is not None:
+        if conn is not None:
             try:
-                if self._conn.current_txn_id is not None and _is_open(self._conn):
-                    self._conn.abort_transaction()
+                if conn.current_txn_id is not None and _is_open(conn):
+                    conn.abort_transaction()
             except Exception as e:  # the connection is dropped next; its txns end there
                 log.warning("aborting the failed group's txn of %s: %s", self.name, e)
         for r in group:

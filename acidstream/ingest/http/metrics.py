@@ -95,6 +95,19 @@ class Metrics:
             ["table", "result"],
             registry=r,
         )
+        self.changes = Counter(
+            "acidstream_http_changes",
+            "records of ?mode=upsert and ?mode=delete requests committed, by table and mode",
+            ["table", "mode"],
+            registry=r,
+        )
+        self.change_results = Counter(
+            "acidstream_http_change_results",
+            "what committed changes did, by table and result (inserted, updated, deleted, "
+            "absent_deletes: deletes of keys not in the table)",
+            ["table", "result"],
+            registry=r,
+        )
         self.replays = Counter(
             "acidstream_http_idempotent_replays",
             "retries answered with their first response",
