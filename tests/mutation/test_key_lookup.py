@@ -10,7 +10,9 @@ the data's range, and null."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +21,14 @@ import pytest
 
 from acidstream import Table
 from acidstream.acid.key_lookup import LookupCounts
+from acidstream.acid.orc_row_groups import (
+    BLOOM_FILTER,
+    BLOOM_FILTER_UTF8,
+    OrcBytes,
+    OrcMeta,
+    StripeReader,
+)
+from acidstream.acid.storage import Storage
 from acidstream.compaction import Cleaner, Worker
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictJsonWriter
@@ -161,3 +171,67 @@ def test_lookup_sees_delete_events(store: TxnStore, handle: Callable[[str], Tabl
         assert sorted(got.column("id").to_pylist()) == want
     finally:
         store.abort_txn(txn)
+
+
+def _bloom_columns(path: str) -> set[int]:
+    """The column ids with a bloom filter in every stripe of an ORC file."""
+    storage, _ = Storage.for_path(path)
+    data = OrcBytes(storage, path, length=os.path.getsize(path))
+    try:
+        meta = OrcMeta.of(data.tail())
+        found: set[int] | None = None
+        for s in range(len(meta.stripes)):
+            streams = StripeReader(data, meta, s).streams
+            cols = {c for c, k in streams if k in (BLOOM_FILTER, BLOOM_FILTER_UTF8)}
+            found = cols if found is None else found & cols
+        return found or set()
+    finally:
+        data.close()
+
+
+def test_every_writer_puts_bloom_filters_on_the_columns_the_table_names(
+    store: TxnStore, handle: Callable[[str], Table], warehouse: str
+) -> None:
+    """``orc.bloom.filter.columns``: streaming deltas, the major and minor compactors,
+    and a MERGE's and an UPDATE's new row versions all carry the filters (Hive writes
+    none into delete deltas: their ``row`` is null)."""
+    _make(store, "kb", {"orc.bloom.filter.columns": "id,v"})
+    _txns(store, "kb", [(np.arange(0, 3_000), True)])
+    _compact(store, "kb")  # major: a base
+    _txns(store, "kb", [(np.arange(3_000, 3_500), True)])
+    _txns(store, "kb", [(np.arange(3_500, 4_000), True)])
+    q = CompactionQueue(store)
+    q.request("default", "kb", major=False)
+    out = Worker(store, queue=q).run_once()
+    assert out is not None and out.state == "r", out
+    src = pa.table({"id": pa.array([5, 3_600, 9_000], pa.int64()), "v": ["a", "b", "c"]})
+    t = handle("kb")
+    r = (
+        t.merge(src, on=["id"])
+        .when_matched_update(set={"v": "src.v"})
+        .when_not_matched_insert(values={"id": "src.id", "v": "src.v"})
+        .execute()
+    )
+    assert (r.rows_updated, r.rows_inserted) == (2, 1)
+    assert t.update(set={"x": "x + 1"}, where="id = 7").rows_updated == 1
+    root = Path(warehouse) / "kb"
+    kinds: dict[str, int] = {}
+    for f in sorted(root.rglob("bucket_*")):
+        if f.name.endswith("_flush_length"):
+            continue
+        d = f.parent.name
+        kind = "delete" if d.startswith("delete_delta") else d.split("_")[0]
+        meta_cols = _bloom_columns(str(f))
+        storage, _ = Storage.for_path(str(f))
+        data = OrcBytes(storage, str(f), length=f.stat().st_size)
+        meta = OrcMeta.of(data.tail())
+        data.close()
+        want = {meta.column_id(["row", "id"]), meta.column_id(["row", "v"])}
+        if kind == "delete":
+            assert not meta_cols & want, f
+        else:
+            assert want <= meta_cols, (f, meta_cols)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    # the base, the minor compaction's delta, the MERGE's and UPDATE's deltas, and
+    # their delete deltas were all looked at
+    assert kinds.get("base") and kinds.get("delta", 0) >= 3 and kinds.get("delete"), kinds
