@@ -38,7 +38,7 @@ from acidstream.txn.config import StoreConfig
 
 if TYPE_CHECKING:
     from acidstream.merge_builder import MergeBuilder
-    from acidstream.mutation import MergeResult, MutationResult
+    from acidstream.mutation import ChangeResult, MergeResult, MutationResult
     from acidstream.mutation.expressions import Expr
     from acidstream.txn.catalog import TableDef
     from acidstream.txn.namespaces import ReadRef
@@ -451,6 +451,40 @@ class Table:
         return MergeBuilder(
             run, source, on=on, source_alias=source_alias, target_alias=target_alias
         )
+
+    def upsert(
+        self,
+        source: Any,
+        *,
+        key: Sequence[str] | None = None,
+        ordering: str | None = None,
+        ordering_guard: bool = False,
+        delete_when: Expr | None = None,
+        retries: int = 3,
+    ) -> ChangeResult:
+        """Upsert rows by key in one txn: each key of ``source`` (pyarrow or pandas) keeps
+        its last row (by ``ordering``, then position), and is updated if the table holds
+        it, inserted if not, or deleted when ``delete_when`` holds (``docs/cdc.md``).
+        Upserts of one table take turns (an EXCL_WRITE lock): two never insert one key.
+
+        Args:
+            key: the key columns; default: the table property ``acidstream.key``.
+            ordering: a column whose greater value is the newer version; default: the
+                table property ``acidstream.ordering`` (when ``key`` is not given).
+            ordering_guard: leave a row alone when the table's version is newer.
+            delete_when: SQL text or a pyarrow expression over the source's columns.
+            retries: write conflicts with concurrent updates survived (keys found anew).
+
+        Raises:
+            ConfigError: no key, a column missing, a NULL key (nothing written).
+            CommitConflictError: conflicts outlived ``retries``.
+        """
+        from acidstream.mutation.api import upsert_rows
+
+        return self._mutate(
+            upsert_rows, source, key=key, ordering=ordering, ordering_guard=ordering_guard,
+            delete_when=delete_when, retries=retries,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"Table({self._name!r}, metastore={self._config.metastore_url!r})"

@@ -422,3 +422,37 @@ def test_a_conflict_outliving_retries_raises_and_writes_nothing(
         faults.set_hook(None)
     assert len(errors) == 1 and isinstance(errors[0], CommitConflictError), errors
     assert table_rows_plain(t) == [(1, "upd")]
+
+
+def test_table_upsert_uses_the_table_key_and_delete_when(
+    store: TxnStore, handle: Callable[[str], Table]
+) -> None:
+    from acidstream.txn.catalog import TableDef
+
+    store.create_table(
+        TableDef(
+            db="default", name="keyed", columns=(("id", "bigint"), ("v", "string"), ("op", "string"), ("lsn", "bigint")),
+            parameters={"transactional": "true", "acidstream.key": "id", "acidstream.ordering": "lsn"},
+        )
+    )  # fmt: skip
+    t = handle("keyed")
+    r = t.upsert(pa.table({"id": [1, 2, 1], "v": ["a", "b", "a2"], "op": ["c", "c", "u"], "lsn": [1, 2, 3]}))  # fmt: skip
+    assert (r.inserted, r.events, r.keys) == (2, 3, 2)
+    # Out of order: lsn 4 (delete of 2) arrives after lsn 5 (update of 2): the update wins.
+    r = t.upsert(
+        pa.table({"id": [2, 2, 3], "v": ["b5", None, None], "op": ["u", "d", "d"], "lsn": [5, 4, 6]}),
+        delete_when="op = 'd'",
+    )  # fmt: skip
+    assert (r.updated, r.deleted, r.absent_deletes) == (1, 0, 1)
+    assert rows_of(t.read(), ["id", "v", "lsn"]) == [(1, "a2", 3), (2, "b5", 5)]
+    r = t.upsert(pa.table({"id": [1], "op": ["d"], "lsn": [9]}), delete_when="op = 'd'")
+    assert r.deleted == 1 and rows_of(t.read(), ["id"]) == [(2,)]
+
+
+def test_table_upsert_without_a_key_is_refused(
+    store: TxnStore, make_table: MakeTable, handle: Callable[[str], Table]
+) -> None:
+    make_table("nokey", "id bigint, v string")
+    with pytest.raises(ConfigError, match="has no key"):
+        handle("nokey").upsert(pa.table({"id": [1], "v": ["a"]}))
+    assert handle("nokey").upsert(pa.table({"id": [1], "v": ["a"]}), key=["id"]).inserted == 1
