@@ -454,28 +454,26 @@ def lacks(data: bytes, word: bytes) -> bool:
 class JoinedLines:
     """A block of plain lines (non-empty, no CR/LF) joined by ``\\n`` for one Arrow read.
 
-    The lines' lengths are computed only when asked for: the usual question, whether
-    every line is shorter than some bound, is answered by a pass over the line breaks.
+    Holds the offsets of the line breaks (one vectorized pass found them): every question
+    about the lines (their first bytes, their lengths) is then a pass over one offset per
+    line, not over the bytes.
     """
 
-    __slots__ = ("_breaks", "_lengths", "_newlines", "data")
+    __slots__ = ("_lengths", "_newlines", "data")
 
-    def __init__(self, data: bytes, breaks: np.ndarray) -> None:
+    def __init__(self, data: bytes, newlines: np.ndarray) -> None:
         self.data = data
-        self._breaks = breaks  # data == b"\n", byte by byte
-        self._newlines: np.ndarray | None = None
+        self._newlines = newlines  # offsets of the n - 1 line breaks
         self._lengths: np.ndarray | None = None
 
     def newlines(self) -> np.ndarray:
         """The offsets of the line breaks (``n - 1`` of them)."""
-        if self._newlines is None:
-            self._newlines = np.flatnonzero(self._breaks)
         return self._newlines
 
     def lengths(self) -> np.ndarray:
         """Each line's length in bytes."""
         if self._lengths is None:
-            nl = self.newlines()
+            nl = self._newlines
             ends = np.append(nl, len(self.data))
             self._lengths = ends - np.concatenate(([0], nl + 1))
         return self._lengths
@@ -483,22 +481,11 @@ class JoinedLines:
     def all_start_with(self, byte: int) -> bool:
         """Whether every line's first byte is ``byte`` (one gather, no pass per line)."""
         d = np.frombuffer(self.data, dtype=np.uint8)
-        return bool(d[0] == byte) and bool((d[self.newlines() + 1] == byte).all())
+        return bool(d[0] == byte) and bool((d[self._newlines + 1] == byte).all())
 
     def longest_below(self, bound: int) -> bool:
-        """Whether every line is shorter than ``bound`` bytes.
-
-        A line of ``bound`` bytes or more holds a whole ``bound // 2``-byte chunk of the
-        block (chunks aligned at multiples of that size) with no line break in it, so
-        when every such chunk holds one, no line is that long."""
-        if len(self.data) < bound:
-            return True
-        c = bound // 2
-        if c >= 1:
-            k = len(self._breaks) // c
-            if bool(self._breaks[: k * c].reshape(k, c).any(axis=1).all()):
-                return True
-        return int(self.lengths().max()) < bound
+        """Whether every line is shorter than ``bound`` bytes."""
+        return len(self.data) < bound or int(self.lengths().max()) < bound
 
     def longest_bound(self) -> int:
         """The longest line's length, or a bound above it that gives the same
@@ -512,16 +499,16 @@ def joined_lines(records: Sequence[bytes], limit: int) -> JoinedLines | None:
     ``limit``, without CR/LF. ``None`` otherwise (the caller then finds the odd records one
     by one). Costs a few passes over the bytes, none per record."""
     n = len(records)
-    if not n:
+    if not n or not records[0] or not records[-1]:  # (an empty first or last record)
         return None
     data = b"\n".join(records)
-    breaks = np.frombuffer(data, dtype=np.uint8) == 10
-    if int(np.count_nonzero(breaks)) != n - 1 or data.find(b"\r") >= 0:
+    if data.find(b"\r") >= 0:
         return None
-    # An empty record: first, last, or two line breaks in a row.
-    if not records[0] or not records[-1] or bool((breaks[1:] & breaks[:-1]).any()):
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    # A record holding a line break, or an empty one (two breaks in a row).
+    if len(newlines) != n - 1 or (n > 2 and bool((np.diff(newlines) == 1).any())):
         return None
-    lines = JoinedLines(data, breaks)
+    lines = JoinedLines(data, newlines)
     if len(data) > limit and not lines.longest_below(limit + 1):
         return None
     return lines
