@@ -300,6 +300,7 @@ def engine_apply(store: Any, table: str) -> Callable[[int], Callable[[pa.Table],
 def foreach_batch_run(
     spark: Any, bootstrap: str, topic: str, checkpoint: Path, system: str, batch: int,
     make_apply: Callable[[int], Callable[[pa.Table], Any]], collapse: bool,
+    profile: int | None = None,
 ) -> Run:  # fmt: skip
     """A ``foreachBatch`` query over the topic from a fresh checkpoint: each micro-batch
     parsed by Spark, brought to the driver, (collapsed and) applied by ``make_apply``'s
@@ -307,6 +308,12 @@ def foreach_batch_run(
     run = Run(system)
 
     def each(df: Any, batch_id: int) -> None:
+        if batch_id == profile:
+            profiled(lambda: one(df, batch_id), f"{system}'s batch {batch_id}")
+        else:
+            one(df, batch_id)
+
+    def one(df: Any, batch_id: int) -> None:
         t0 = time.perf_counter()
         events = parsed_events(df)
         if not events.num_rows:
@@ -342,14 +349,35 @@ def foreach_batch_run(
     return run
 
 
-class _Recording:
-    """A sink that keeps a copy of each committed batch's stats (driver side)."""
+def profiled(fn: Callable[[], None], what: str) -> None:
+    """Run ``fn`` under cProfile (driver side: the executors' Python workers are other
+    processes; the driver's wait for their Spark job shows as py4j socket reads) and print
+    the functions with the most cumulative time."""
+    import cProfile
+    import pstats
 
-    def __init__(self, sink: Any, stats: list[dict[str, Any]]) -> None:
-        self.sink, self.stats = sink, stats
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        fn()
+    finally:
+        prof.disable()
+        print(f"---- profile of {what} (driver, by cumulative time)", flush=True)
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
+
+
+class _Recording:
+    """A sink that keeps a copy of each committed batch's stats (driver side), and profiles
+    batch ``profile`` (when not None)."""
+
+    def __init__(self, sink: Any, stats: list[dict[str, Any]], profile: int | None) -> None:
+        self.sink, self.stats, self.profile = sink, stats, profile
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        self.sink(df, batch_id)
+        if batch_id == self.profile:
+            profiled(lambda: self.sink(df, batch_id), f"the upsert sink's batch {batch_id}")
+        else:
+            self.sink(df, batch_id)
         if self.sink.last_batch_stats.get("batch_id") == batch_id:
             self.stats.append(dict(self.sink.last_batch_stats))
 
@@ -357,7 +385,10 @@ class _Recording:
         return getattr(self.sink, name)
 
 
-def job_run(spark: Any, bootstrap: str, acid: Acid, checkpoint: Path, batch: int) -> Run:
+def job_run(
+    spark: Any, bootstrap: str, acid: Acid, checkpoint: Path, batch: int, *,
+    topic: str = TOPIC, table: str = TABLE, profile: int | None = None,
+) -> Run:  # fmt: skip
     """Ours: the Kafka job in upsert mode (``run_kafka_job``), the compactor off (the Delta
     way runs none either). Per-batch commits and event times come from the sink's stats."""
     from acidstream.jobs import kafka_job
@@ -366,9 +397,9 @@ def job_run(spark: Any, bootstrap: str, acid: Acid, checkpoint: Path, batch: int
     cfg = KafkaJobConfig.load(
         None,
         overrides={
-            "kafka.topic": TOPIC, "kafka.bootstrap_servers": bootstrap,
+            "kafka.topic": topic, "kafka.bootstrap_servers": bootstrap,
             "kafka.end_offsets_from": "fetch", "kafka.max_offsets_per_trigger": batch,
-            "table.name": TABLE, "table.columns": COLUMNS, "metastore": acid.url,
+            "table.name": table, "table.columns": COLUMNS, "metastore": acid.url,
             "warehouse": acid.wh, "checkpoint": str(checkpoint), "compaction": "off",
             "sink.sink_id": "cdc", "sink.mode": "upsert", "sink.format": "debezium",
             "sink.key": ["id"], "sink.ordering": "source.lsn",
@@ -382,7 +413,7 @@ def job_run(spark: Any, bootstrap: str, acid: Acid, checkpoint: Path, batch: int
     def recording_sink(config: KafkaJobConfig, *, lineage: str | None) -> Any:
         # run_kafka_job has no per-batch callback: keep each batch's stats (commit time,
         # event times) as the job reads them from its sink.
-        return _Recording(make_sink(config, lineage=lineage), stats)
+        return _Recording(make_sink(config, lineage=lineage), stats, profile)
 
     kafka_job.make_sink = recording_sink
     run.started_at = time.time()
@@ -413,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="runs of each side, alternating")
     ap.add_argument("--read-repeat", type=int, default=5, help="best of N for the reads")
     ap.add_argument("--ours", choices=("job", "engine"), default="job")
+    ap.add_argument(
+        "--profile", type=int, metavar="BATCH", help="cProfile our batch BATCH in the last run"
+    )
     ap.add_argument(
         "--quick", action="store_true", help="1M rows, 100k keys and events: a smoke run"
     )
@@ -505,14 +539,22 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
                                      args.batch, both, collapse=False)  # fmt: skip
 
         with_store(warm)
+        if args.ours == "job":  # the job's own code path: its sink's parse tasks
+            job_run(spark, bootstrap, acid, tmp / "ckpt-warm-job", args.batch,
+                    topic=WARM_TOPIC, table="default.warm")  # fmt: skip
+
+        def profile(rep: int) -> int | None:
+            return args.profile if rep == args.repeat - 1 else None
 
         def run_ours(rep: int) -> Run:
             if args.ours == "job":
-                return job_run(spark, bootstrap, acid, tmp / f"ckpt-job-{rep}", args.batch)
+                return job_run(spark, bootstrap, acid, tmp / f"ckpt-job-{rep}", args.batch,
+                               profile=profile(rep))  # fmt: skip
             return with_store(
                 lambda store: foreach_batch_run(
                     spark, bootstrap, TOPIC, tmp / f"ckpt-ours-{rep}", "acidstream",
                     args.batch, engine_apply(store, TABLE), collapse=False,
+                    profile=profile(rep),
                 )
             )  # fmt: skip
 
