@@ -54,6 +54,7 @@ class SortedKeys:
 
     def __init__(self, values: pa.Array) -> None:
         vals = pc.unique(values.drop_null())
+        self.values = vals
         self.date = pa.types.is_date32(vals.type)
         self.ints: np.ndarray | None = None
         self.strs: tuple[str, ...] | None = None
