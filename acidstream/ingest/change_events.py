@@ -54,7 +54,7 @@ import pyarrow.json as pa_json
 from acidstream.acid import sql_expr
 from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.acid.schema import TableSchema
-from acidstream.ingest.record_bulk import contains, decode_utf8
+from acidstream.ingest.record_bulk import block_read_size, contains, decode_utf8
 from acidstream.ingest.record_common import DEFAULT_MAX_RECORD_BYTES, PartitionColumns
 from acidstream.ingest.record_json import StrictJsonWriter, parse_json
 from acidstream.mutation.changes import DELETE_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN
@@ -217,6 +217,7 @@ class ChangeParser:
         self, spec: ChangeSpec, schema: TableSchema, *, partition_columns: PartitionColumns = ()
     ) -> None:
         self.spec = spec
+        self.schema = schema
         writer = StrictJsonWriter(max_record_bytes=spec.max_record_bytes)
         # The JSON writer's bound form (its read schema and column conversion are shared).
         self.bound: Any = cast(Any, writer.bind(schema, partition_columns=partition_columns))
@@ -261,7 +262,8 @@ class ChangeParser:
                     )
             else:
                 self.ordering_column = ORDERING_COLUMN
-        self._env_schema = self._envelope_schema() if spec.format == "debezium" else None
+        self._env_schemas = self._envelope_schemas() if spec.format == "debezium" else None
+        self._key_schema = self._kafka_key_schema()
 
     # ------------------------------------------------------------------ schemas
     def _row_schema(self) -> pa.Schema:
@@ -269,7 +271,9 @@ class ChangeParser:
         parts = [pa.field(n, pa.string()) for n in self.names[self.n_columns :]]
         return pa.schema(list(self.arrow_schema) + parts)
 
-    def _envelope_schema(self) -> pa.Schema | None:
+    def _envelope_schemas(self) -> tuple[pa.Schema, pa.Schema, pa.Schema] | None:
+        """The read schemas of a block of envelopes: schemas disabled (the payload's
+        fields at the top), enabled (under ``payload``), and both (a mixed block)."""
         read = self.bound.read_schema
         if read is None:
             return None  # a column type without a bulk read: every record takes the row path
@@ -278,9 +282,24 @@ class ChangeParser:
                                "source": {"ts_ms": pa.int64()}, "ts_ms": pa.int64()}  # fmt: skip
         if self._path and self._path[0] != "after":
             _path_type(env, self._path, pa.int64())
-        top = dict(env)
-        top["payload"] = env
-        return pa.schema([(k, _struct_of(v) if isinstance(v, dict) else v) for k, v in top.items()])
+        fields = [(k, _struct_of(v) if isinstance(v, dict) else v) for k, v in env.items()]
+        payload = ("payload", _struct_of(env))
+        return pa.schema(fields), pa.schema([payload]), pa.schema([*fields, payload])
+
+    def _kafka_key_schema(self) -> pa.Schema | None:
+        """The read schema of Debezium's key JSON: the key columns, at the top (schemas
+        disabled) or under ``payload`` (enabled); None: keys take the row path (a key
+        that is a partition column, or a type without a bulk read)."""
+        types = dict(self.schema.columns)
+        if any(k not in types for k in self.spec.key):
+            return None
+        # The JSON writer bound to the key columns alone: their conversion, nothing else.
+        key_schema = TableSchema.of([(k, types[k]) for k in self.spec.key])
+        self._key_bound: Any = cast(Any, StrictJsonWriter().bind(key_schema))
+        read = self._key_bound.read_schema
+        if read is None:
+            return None
+        return pa.schema([*read, ("payload", pa.struct(list(read)))])
 
     @property
     def events_schema(self) -> pa.Schema:
@@ -393,18 +412,13 @@ class ChangeParser:
         slow = _Slow()
         fast_idx = np.zeros(0, dtype=np.int64)
         fast: pa.Table | None = None
-        if self._env_schema is not None and len(present):
+        if self._env_schemas is not None and len(present):
             arr = values.take(pa.array(present))
-            suspect = np.zeros(len(present), dtype=bool)
-            lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
-            suspect |= (lengths > self.spec.max_record_bytes) | (lengths == 0)
-            text, nonutf8 = decode_utf8(arr)
-            suspect |= nonutf8 | contains(arr, b"\n") | contains(arr, b"\r")
-            suspect |= ~_mask(pc.starts_with(arr, "{"))
-            suspect |= _mask(pc.match_substring_regex(text, self.bound.suspect_keys))
-            keep = np.flatnonzero(~suspect)
-            tables, idx, failed = _read_blocks(arr, keep, self._env_schema)
-            suspect[failed] = True
+            schemas_on = _mask(pc.starts_with(arr, '{"schema"'))
+            env_schema = self._env_schemas[
+                1 if schemas_on.all() else 0 if not schemas_on.any() else 2
+            ]
+            tables, idx, suspect = self._bulk_read(arr, env_schema)
             if tables is not None:
                 fast, conv_suspect = self._debezium_columns(tables)
                 suspect[idx[conv_suspect]] = True
@@ -458,15 +472,59 @@ class ChangeParser:
                     row_cols[j] = ordering.cast(row_cols[j].type)
         return row_cols, delete, ordering, cols[len(schema) + 2], bad
 
+    def _bulk_read(
+        self, arr: pa.Array, schema: pa.Schema
+    ) -> tuple[pa.Table | None, np.ndarray, np.ndarray]:
+        """One ``pyarrow.json`` read of the JSON texts ``arr`` with ``schema``: the table
+        of the records read, their positions in ``arr``, and the records the row path
+        must take (what the JSON writer sends there: too long, not one object on one
+        line, not UTF-8, a key in another case or with escapes, NaN/Infinity; or a record
+        the read refused). The checks run on the block joined once, record by record
+        only when the block fails one."""
+        n = len(arr)
+        lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
+        suspect = (lengths > self.spec.max_record_bytes) | (lengths == 0)
+        suspect |= ~_mask(pc.starts_with(arr, "{"))
+        data = _join(arr)
+        if data.count(b"\n") != n - 1:
+            suspect |= contains(arr, b"\n")
+        if b"\r" in data:
+            suspect |= contains(arr, b"\r")
+        try:
+            text: pa.Array = pa.array([data.decode("utf-8")])
+            per_record = False
+        except UnicodeDecodeError:
+            text, nonutf8 = decode_utf8(arr)
+            suspect |= nonutf8
+            per_record = True
+        if per_record or pc.match_substring_regex(text, self.bound.suspect_keys)[0].as_py():
+            if not per_record:
+                text, _ = decode_utf8(arr)
+            suspect |= _mask(pc.match_substring_regex(text, self.bound.suspect_keys))
+        if not suspect.any():
+            try:
+                table = _read(data, schema, threads=True, longest=int(lengths.max()))
+                if table.num_rows == n:
+                    return table, np.arange(n, dtype=np.int64), suspect
+            except pa.ArrowInvalid:
+                pass  # a bad record: the halving read below finds it
+        tables, idx, failed = _read_blocks(arr, np.flatnonzero(~suspect), schema)
+        suspect[failed] = True
+        return tables, idx, suspect
+
     def _debezium_columns(self, env: pa.Table) -> tuple[pa.Table, np.ndarray]:
         """Bulk: the envelope table -> row columns (converted), delete flag, ordering, time;
         and the rows the row path must redo (unknown op, a value that does not convert)."""
-        payload = env.column("payload").combine_chunks()
-        has_payload = payload.is_valid()
+        names = env.column_names
+        payload = env.column("payload").combine_chunks() if "payload" in names else None
 
         def pick(name: str) -> pa.Array:
-            top = env.column(name).combine_chunks()
-            return pc.if_else(has_payload, _child(payload, name), top)
+            if payload is None:
+                return env.column(name).combine_chunks()
+            inner = _child(payload, name)
+            if name not in names:
+                return inner
+            return pc.if_else(payload.is_valid(), inner, env.column(name).combine_chunks())
 
         op = pick("op")
         is_delete = pc.equal(op, "d")
@@ -530,6 +588,22 @@ class ChangeParser:
         slow.ordering.append(ordering)
         slow.time_ms.append(t_ms)
 
+    def _key_columns(self, keys: pa.Table) -> tuple[list[pa.Array], np.ndarray]:
+        """Bulk: Kafka key JSON read with ``_key_schema`` -> the key columns converted as
+        the table's (the JSON writer's conversion), and the keys the row path must redo."""
+        payload = keys.column("payload").combine_chunks()
+        read = self._key_bound.read_schema
+        arrays = [
+            pc.if_else(payload.is_valid(), _child(payload, k), keys.column(k).combine_chunks())
+            for k in self.spec.key
+        ]
+        columns, _, suspect = self._key_bound.convert_read(
+            pa.Table.from_arrays(arrays, schema=read)
+        )
+        types = self._row_schema()
+        out = [c.cast(types.field(k).type) for c, k in zip(columns, self.spec.key, strict=True)]
+        return out, suspect
+
     def _keys_from_kafka(
         self, cols: list[pa.Array], keys: pa.Array | None, bad: dict[int, str]
     ) -> list[pa.Array]:
@@ -546,7 +620,29 @@ class ChangeParser:
         kpos = [self.names.index(k) for k in self.spec.key]
         found: dict[int, list[object]] = {j: [] for j in kpos}
         at: list[int] = []
-        for i in np.flatnonzero(need).tolist():
+        rows = np.flatnonzero(need)
+        if keys is not None and self._key_schema is not None:
+            kvalues = keys.take(pa.array(rows))
+            if not pa.types.is_binary(kvalues.type):
+                kvalues = kvalues.cast(pa.binary())
+            valid = _mask(kvalues.is_valid())
+            if valid.any():
+                present = rows[valid]
+                table, idx, suspect = self._bulk_read(
+                    kvalues.filter(pa.array(valid)), self._key_schema
+                )
+                if table is not None:
+                    converted, conv_suspect = self._key_columns(table)
+                    suspect[idx[conv_suspect]] = True
+                    ok = ~conv_suspect
+                    at_fast = present[idx[ok]]
+                    for c, j in enumerate(kpos):
+                        cols[j] = _replace(
+                            cols[j], pa.array(at_fast), converted[c].filter(pa.array(ok)),
+                            _positions_mask(at_fast, len(delete)),
+                        )  # fmt: skip
+                rows = np.concatenate([rows[~valid], present[suspect]])
+        for i in np.sort(rows).tolist():
             raw = None if keys is None else keys[i].as_py()
             if raw is None:
                 continue  # stays NULL: a bad record ("NULL or missing key")
@@ -571,6 +667,12 @@ class ChangeParser:
                 vals = pa.array(found[j], cols[j].type)
                 cols[j] = _replace(cols[j], idx, vals, mask)
         return cols
+
+
+def _positions_mask(at: np.ndarray, n: int) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[at] = True
+    return mask
 
 
 def _replace(col: pa.Array, idx: pa.Array, vals: pa.Array, mask: np.ndarray) -> pa.Array:
@@ -604,25 +706,14 @@ def _read_blocks(
     pieces: list[tuple[np.ndarray, pa.Table]] = []
     failed: list[int] = []
     leaf = max(16, len(keep) // 128)
-    opts = pa_json.ParseOptions(
-        explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=False
-    )
 
     def read(idx: np.ndarray) -> None:
         if not len(idx):
             return
-        sub = arr.take(pa.array(idx))
-        data = b"\n".join(sub.to_pylist()) if len(idx) < 64 else _join(sub)
         try:
-            t = pa_json.read_json(
-                io.BytesIO(data),
-                read_options=pa_json.ReadOptions(
-                    use_threads=False, block_size=max(1 << 20, len(data) + 1)
-                ),
-                parse_options=opts,
-            )
+            t = _read(_join(arr.take(pa.array(idx))), schema, threads=False)
             if t.num_rows == len(idx):
-                pieces.append((idx, t.select(schema.names)))
+                pieces.append((idx, t))
                 return
         except pa.ArrowInvalid:
             pass
@@ -643,11 +734,23 @@ def _read_blocks(
     )
 
 
+def _read(data: bytes, schema: pa.Schema, *, threads: bool, longest: int = 0) -> pa.Table:
+    table = pa_json.read_json(
+        io.BytesIO(data),
+        read_options=pa_json.ReadOptions(
+            use_threads=threads,
+            block_size=block_read_size(len(data), longest)
+            if threads
+            else max(1 << 20, len(data) + 1),
+        ),
+        parse_options=pa_json.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=False
+        ),
+    )
+    return table.select(schema.names)
+
+
 def _join(arr: pa.Array) -> bytes:
     """The records of a binary array joined by newlines, without a Python object per row."""
-    joined = pc.binary_join_element_wise(arr, pa.array([b""] * len(arr), pa.binary()), b"\n")
-    flat = joined.buffers()[2]
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[
-        joined.offset : joined.offset + len(joined) + 1
-    ]
-    return bytes(memoryview(flat)[offsets[0] : offsets[-1]])[:-1]
+    one = pa.ListArray.from_arrays(pa.array([0, len(arr)], pa.int32()), arr.cast(pa.binary()))
+    return bytes(pc.binary_join(one, b"\n")[0].as_buffer())
