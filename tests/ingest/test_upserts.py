@@ -25,6 +25,7 @@ from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.acid.schema import TableSchema
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictDelimitedInputWriter, StrictJsonWriter
+from acidstream.ingest.upserts import KeyedWriter, upsert_key
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.locks import LockState
 from acidstream.txn.store import TxnStore
@@ -353,3 +354,54 @@ def test_two_processes_upserting_the_same_new_keys_never_store_a_key_twice(
     tags = set(t.column("v").to_pylist())
     assert tags <= {"p1", "p2"}
     assert pa.compute.count_distinct(t.column("id")).as_py() == t.num_rows
+
+
+def test_keyed_writer_rejects_null_keys_alike_per_record_and_per_block(store: TxnStore) -> None:
+    """``KeyedWriter`` (the HTTP server's parse of changes): ``encode`` and
+    ``encode_block`` accept and reject the same records with the same errors."""
+    t = keyed_table(store, partitioned=True, key="id,ds")
+    cols = [n for n, _ in t.columns]
+    inner = StrictJsonWriter().bind(t.schema, partition_columns=t.partition_keys)
+    key = upsert_key(t)
+    w = KeyedWriter(inner, columns=cols, partition_columns=t.partition_names, key=key)
+    records = [
+        b'{"id": 1, "v": "a", "ds": "x"}',
+        b'{"v": "no id", "ds": "x"}',
+        b'{"id": 2, "v": "no ds"}',
+        b"{",
+        b'{"id": null, "ds": null}',
+        b'{"id": 3, "ds": "y"}',
+    ] * 7
+    one: list[tuple[int, str]] = []
+    for i, r in enumerate(records):
+        try:
+            w.encode(r)
+        except SerializationError as e:
+            one.append((i, str(e)))
+    enc = w.encode_block(records)
+    assert [(i, str(e)) for i, e in enc.rejected] == one
+    assert enc.good_indices.to_pylist() == [i for i in range(len(records)) if i % 6 in (0, 5)]
+    assert enc.table.num_rows == enc.partitions.num_rows == 14
+    assert {m for _, m in one if "NULL" in m} == {
+        "a NULL value in the key column 'id'",
+        "a NULL value in the key column 'ds'",
+    }
+
+
+def test_a_key_with_a_partition_column(store: TxnStore, store_url: str, warehouse: str) -> None:
+    """Key (id, ds): one id in two partitions is two keys; deletes name both parts."""
+    keyed_table(store, partitioned=True, key="id,ds")
+    with StreamingConnection(
+        "default.k", record_writer=StrictJsonWriter(), store=store, options=UPSERT
+    ) as conn:
+        conn.begin_transaction()
+        conn.upsert_block([record(1, "a", 1, "x"), record(1, "b", 2, "y"), record(2, "c", 3, "x")])
+        conn.commit_transaction()
+        conn.begin_transaction()
+        conn.delete({"id": 1, "ds": "x"})
+        conn.delete_rows([(2, None, None)], partition=("x",))
+        conn.upsert(record(1, "b2", 5, "y"))
+        conn.commit_transaction()
+        res = conn.last_changes
+        assert res is not None and (res.deleted, res.updated) == (2, 1)
+    assert read_rows(store_url, warehouse) == [(1, "b2", 5, "y")]
