@@ -81,4 +81,5 @@ def test_cli_create_table_checks_the_key(cli: Cli, store: TxnStore) -> None:
         "create-table", "db.a", "id int, v string", "--tblproperty", "acidstream.key=id"
     )
     assert code == 0, err
+    assert out.startswith("created db.a")
     assert table_key(store.get_table("db", "a")) == TableKey(columns=("id",))
