@@ -101,9 +101,9 @@ class LookupCounts:
     def text(self) -> str:
         return (
             f"{self.files} files, stripes {self.stripes - self.stripes_pruned}/{self.stripes} "
-            f"read ({self.stripes_whole} whole), row groups {self.groups_read}/{self.groups} "
-            f"({self.prune.by_stats} ruled out by min/max, {self.prune.by_bloom} by bloom "
-            "filters)"
+            f"read ({self.stripes_whole} of them whole), row groups {self.groups_read} read of "
+            f"{self.groups} in the stripes read ({self.prune.by_stats} ruled out by min/max, "
+            f"{self.prune.by_bloom} by bloom filters)"
         )
 
 
