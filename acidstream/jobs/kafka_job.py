@@ -52,8 +52,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class JobResult:
-    """What one run of the job did (``rows``: rows written in append mode, events
-    applied or dead-lettered in upsert mode, over the batches this run committed)."""
+    """What one run of the job did (``rows``: over the batches this run committed, the
+    rows written in append mode, the Kafka records read in upsert mode)."""
 
     batches_committed: int
     batches_skipped: int
@@ -335,7 +335,7 @@ def _run(
         if st.get("batch_id") != batch_id:
             progress.skipped(batch_id)
             return
-        rows += int(st["events"] if progress.metrics.mode == "upsert" else st["rows"])
+        rows += int(st["rows"])
         summary = progress.committed(st)
         if on_batch is not None:
             on_batch(summary)

@@ -244,7 +244,9 @@ class JobMetrics:
             registry=r,
         )
         self.events = Counter(
-            "acidstream_job_events", "events (Kafka records) of committed batches", registry=r
+            "acidstream_job_events",
+            "Kafka records read by committed batches (tombstones and bad records included)",
+            registry=r,
         )
         names: Sequence[tuple[str, str]] = (
             [("upserts", "events applied as upserts (inserted + updated keys)"),
@@ -252,7 +254,8 @@ class JobMetrics:
              ("deletes", "keys deleted"),
              ("absent_deletes", "deletes of keys not in the table (counted no-ops)"),
              ("skipped_late", "events older than the table's row (sink.ordering_guard)"),
-             ("dead_letters", "bad events sent to dead letters (or skipped)")]
+             ("dead_letters", "bad events written to dead letters"),
+             ("bad_records", "bad events (dead letters, or skipped with sink.skip_bad_records)")]
             if mode == "upsert"
             else [("rows", "rows appended"), ("bad_records", "bad records (dead letters or skipped)")]
         )  # fmt: skip
@@ -277,9 +280,10 @@ class JobMetrics:
     def record_batch(self, stats: Mapping[str, Any]) -> BatchSummary:
         """Add one committed batch (the sink's ``last_batch_stats``) and summarise it."""
         committed_at = float(stats.get("committed_at") or self._clock())
-        # Append mode: every record read is a row written or a bad record.
+        # The records read: upsert mode counts them as rows; in append mode every record
+        # read is a row written or a bad record.
         events = (
-            _count(stats, "events")
+            _count(stats, "rows")
             if self.mode == "upsert"
             else _count(stats, "rows") + _count(stats, "bad_records")
         )
@@ -295,9 +299,11 @@ class JobMetrics:
         p50 = p99 = None
         times = stats.get("event_times_ms")
         if times is not None and len(times):
-            ages = committed_at - np.asarray(times, dtype=np.float64) / 1000.0
-            self.freshness.observe_many(ages)
-            p50, p99 = (float(x) for x in np.percentile(ages, [50, 99]))
+            ms = np.asarray(times, dtype=np.float64)
+            ages = committed_at - ms[ms > 0] / 1000.0  # <= 0: the record had no timestamp
+            if ages.size:
+                self.freshness.observe_many(ages)
+                p50, p99 = (float(x) for x in np.percentile(ages, [50, 99]))
         with self._lock:
             self._last_commit = committed_at
             self._recent.append((committed_at, events))
@@ -428,13 +434,16 @@ def _secs(x: float | None) -> str:
 
 def progress_line(s: BatchSummary) -> str:
     """The console line of one committed batch, e.g. ``batch 3: 1,000 events: 690 upserts
-    (200 new), 100 deletes (5 absent), 2 late, 1 dead letter | write id 7 | lag 0 |
-    freshness p50 0.81s p99 1.90s | 0.52s``."""
+    (200 new), 100 deletes (5 absent), 2 late, 1 dead letters | write id 7 | lag 0 |
+    freshness p50 0.81s p99 1.90s | 0.52s`` (events: the Kafka records the batch read;
+    upserts and deletes: keys, after each key's events collapsed to its last)."""
     c = s.counts
     if s.mode == "upsert":
+        skipped = c["bad_records"] - c["dead_letters"]
         what = (f"{s.events:,} events: {c['upserts']:,} upserts ({c['inserted']:,} new), "
                 f"{c['deletes']:,} deletes ({c['absent_deletes']:,} absent), "
-                f"{c['skipped_late']:,} late, {c['dead_letters']:,} dead letters")  # fmt: skip
+                f"{c['skipped_late']:,} late, {c['dead_letters']:,} dead letters"
+                + (f" (+{skipped:,} bad skipped)" if skipped > 0 else ""))  # fmt: skip
     else:
         what = f"{c['rows']:,} rows, {c['bad_records']:,} bad, {s.files} files"
     lo, hi = s.write_ids

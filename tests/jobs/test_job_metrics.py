@@ -73,9 +73,9 @@ def test_bulk_histogram_equals_prometheus_histogram_observed_one_by_one() -> Non
 def _upsert_stats(batch_id: int, committed_at: float, ages: list[float]) -> dict[str, Any]:
     times = np.asarray([(committed_at - a) * 1000 for a in ages], dtype=np.int64)
     return {
-        "batch_id": batch_id, "write_ids": [batch_id + 1, batch_id + 1], "rows": len(ages),
+        "batch_id": batch_id, "write_ids": [batch_id + 1, batch_id + 1], "rows": len(ages) + 1,
         "events": len(ages), "inserted": 3, "updated": 2, "upserts": 5, "deletes": 4,
-        "absent_deletes": 1, "skipped_late": 2, "dead_letters": 1, "files": 2,
+        "absent_deletes": 1, "skipped_late": 2, "dead_letters": 1, "bad_records": 1, "files": 2,
         "seconds": 0.7, "committed_at": committed_at, "event_times_ms": times,
     }  # fmt: skip
 
@@ -90,9 +90,9 @@ def test_upsert_batches_feed_the_counters_histograms_and_scrape_time_gauges() ->
     s2 = m.record_batch(_upsert_stats(1, clock.now, [0.5] * 12))
     r = m.registry
     assert r.get_sample_value("acidstream_job_batches_total") == 2
-    assert r.get_sample_value("acidstream_job_events_total") == 112
+    assert r.get_sample_value("acidstream_job_events_total") == 114  # records read: one bad each
     expected = {"upserts": 10, "inserted": 6, "updated": 4, "deletes": 8, "absent_deletes": 2,
-                "skipped_late": 4, "dead_letters": 2}  # fmt: skip
+                "skipped_late": 4, "dead_letters": 2, "bad_records": 2}  # fmt: skip
     for key, n in expected.items():
         assert r.get_sample_value(f"acidstream_job_{key}_total") == n, key
     assert r.get_sample_value("acidstream_job_rows_total") is None  # append mode's only
@@ -109,10 +109,10 @@ def test_upsert_batches_feed_the_counters_histograms_and_scrape_time_gauges() ->
     assert s2.freshness_p50 == pytest.approx(0.5, abs=0.01)
     clock.now += 7
     assert r.get_sample_value("acidstream_job_seconds_since_last_commit") == pytest.approx(7)
-    # 112 events over the 37 s since the start (less than the 60 s window).
-    assert r.get_sample_value("acidstream_job_events_per_second") == pytest.approx(112 / 37)
+    # 114 events over the 37 s since the start (less than the 60 s window).
+    assert r.get_sample_value("acidstream_job_events_per_second") == pytest.approx(114 / 37)
     clock.now += 45  # the first batch, committed 72 s ago now, left the window
-    assert r.get_sample_value("acidstream_job_events_per_second") == pytest.approx(12 / 60)
+    assert r.get_sample_value("acidstream_job_events_per_second") == pytest.approx(13 / 60)
 
 
 def test_seconds_since_last_commit_counts_from_the_start_before_any_commit() -> None:
@@ -129,13 +129,15 @@ def test_append_batches_count_rows_and_bad_records() -> None:
     m = JobMetrics(table="default.t", sink_id="s", mode="append", clock=clock)
     stats = {"batch_id": 4, "write_ids": [7, 9], "rows": 990, "bad_records": 10, "files": 3,
              "seconds": 1.25, "committed_at": clock.now,
-             "event_times_ms": np.full(990, (clock.now - 2.0) * 1000, dtype=np.int64)}  # fmt: skip
+             # -1: a record without a Kafka timestamp, left out of the freshness figures
+             "event_times_ms": np.append(np.full(990, (clock.now - 2.0) * 1000, dtype=np.int64), -1)}  # fmt: skip
     s = m.record_batch(stats)
     r = m.registry
     assert r.get_sample_value("acidstream_job_rows_total") == 990
     assert r.get_sample_value("acidstream_job_bad_records_total") == 10
     assert r.get_sample_value("acidstream_job_events_total") == 1000  # every record read
     assert r.get_sample_value("acidstream_job_upserts_total") is None
+    assert r.get_sample_value("acidstream_job_freshness_seconds_count") == 990
     line = progress_line(s)
     assert line.startswith("batch 4: 990 rows, 10 bad, 3 files | write ids 7..9 | lag ? |")
     assert "freshness p50 2.00s p99 2.00s" in line and line.endswith("| 1.25s")
@@ -146,12 +148,15 @@ def test_progress_line_of_an_upsert_batch() -> None:
     m = JobMetrics(table="default.t", sink_id="s", mode="upsert", clock=clock)
     line = progress_line(m.record_batch(_upsert_stats(12, clock.now, [1.0] * 1500)))
     assert line == (
-        "batch 12: 1,500 events: 5 upserts (3 new), 4 deletes (1 absent), 2 late, "
+        "batch 12: 1,501 events: 5 upserts (3 new), 4 deletes (1 absent), 2 late, "
         "1 dead letters | write id 13 | lag ? | freshness p50 1.00s p99 1.00s | 0.70s"
     )
     # a batch without event times (nothing applied) shows no freshness
     empty = {**_upsert_stats(13, clock.now, []), "event_times_ms": None}
     assert "freshness p50 - p99 -" in progress_line(m.record_batch(empty))
+    # bad events skipped without a dead-letter path are shown apart
+    skipping = {**_upsert_stats(14, clock.now, [1.0]), "bad_records": 3, "dead_letters": 0}
+    assert "0 dead letters (+3 bad skipped) |" in progress_line(m.record_batch(skipping))
 
 
 def test_metrics_server_serves_only_metrics() -> None:
