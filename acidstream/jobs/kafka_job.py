@@ -158,10 +158,9 @@ def make_sink(config: KafkaJobConfig, *, lineage: str | None) -> Any:
     if _mode(config) == "upsert":
         # Imported here: only an upsert job needs the change-event parser and the
         # mutation engine behind it.
-        import importlib
+        from acidstream.sinks.upsert_sink import UpsertSink
 
-        upsert = importlib.import_module("acidstream.sinks.upsert_sink")
-        return upsert.UpsertSink(**kwargs)
+        return UpsertSink(**kwargs)
     return AcidSink(**kwargs)
 
 
