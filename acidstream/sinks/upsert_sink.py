@@ -44,6 +44,7 @@ from acidstream.sinks.foreach_batch import (
     _merge_offsets,
 )
 from acidstream.txn.catalog import TableDef
+from acidstream.txn.table_key import table_key
 
 __all__ = ["CRASH_POINTS", "UpsertSink"]
 
@@ -198,7 +199,7 @@ class UpsertSink(AcidSink):
         key = opts.key
         ordering = opts.ordering
         if key is None:
-            tkey = _table_key(table)
+            tkey = table_key(table)
             if tkey is None:
                 raise ConfigError(
                     f"key: mode upsert needs key columns (sink.key) or the table property "
@@ -319,12 +320,3 @@ class UpsertSink(AcidSink):
             "batch %s: %s events (%s upserts, %s deletes, %s late, %s bad) in write id %s",
             batch_id, n_events, result.upserts, result.deleted, result.skipped_late, bad, result.write_id,
         )  # fmt: skip
-
-
-def _table_key(table: TableDef) -> Any:
-    """The table's key properties (helper C2's ``acidstream.txn.table_key``), or None."""
-    try:
-        from acidstream.txn.table_key import table_key
-    except ImportError:  # not landed yet: the key must be given
-        return None
-    return table_key(table)

@@ -377,3 +377,83 @@ def test_bad_option_combinations_are_refused_naming_the_option(env: dict[str, An
         SinkOptions.from_options({"mode": "upsert", "key": "id", "orderingGuard": "true"})
     with pytest.raises(ConfigError, match="UpsertSink needs"):
         UpsertSink(table="cdc", metastore=env["url"], warehouse=env["wh"], options=SinkOptions())
+
+
+def test_a_failure_after_the_commit_keeps_the_batch_and_its_replay_is_skipped(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    sink = _sink(env)
+    batch: list[Event] = [{"id": 1, "v": "a", "op": "c", "lsn": 1, "partition": 0, "offset": 0}]
+
+    def hook(point: str) -> None:
+        if point == "upsert.after_commit":
+            raise RuntimeError("injected after the commit")
+
+    faults.set_hook(hook)
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            sink(_df(spark, batch), 0)
+    finally:
+        faults.set_hook(None)
+    assert _table(env["store"]) == [(1, "a", 1)]
+    again = _sink(env)  # the restarted driver: Spark replays the batch
+    again(_df(spark, batch), 0)
+    assert again.batches_skipped == 1 and again.batches_committed == 0
+    assert _table(env["store"]) == [(1, "a", 1)]
+    sink.close()
+    again.close()
+
+
+def test_plain_json_rows_with_delete_when_and_the_tables_key_property(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    """Format json: the key and ordering default to the table's ``acidstream.key`` and
+    ``acidstream.ordering``; ``delete_when`` on the row makes deletes."""
+    store: TxnStore = env["store"]
+    store.create_table(
+        TableDef(db="default", name="rows", columns=(("id", "int"), ("op", "string"), ("ver", "int")),
+                 parameters={"transactional": "true", "acidstream.key": "id", "acidstream.ordering": "ver"})
+    )  # fmt: skip
+    sink = UpsertSink(table="rows", metastore=env["url"], warehouse=env["wh"], lineage="L",
+                      options=SinkOptions(mode="upsert", format="json", delete_when="op = 'd'"))  # fmt: skip
+    recs = [{"id": 1, "op": "c", "ver": 2}, {"id": 1, "op": "u", "ver": 1},  # older: loses
+            {"id": 2, "op": "c", "ver": 1}, {"id": 2, "op": "d", "ver": 3}, {"id": 3, "op": "d", "ver": 1}]  # fmt: skip
+    ts = dt.datetime(2026, 11, 27, 12, 0, 0)
+    rows = [(None, json.dumps(r).encode(), "t", 0, i, ts) for i, r in enumerate(recs)]
+    sink(spark.createDataFrame(rows, KAFKA_SCHEMA).repartition(2), 0)
+    got = snapshot_read(store, store.get_table("default", "rows"))
+    assert sorted(
+        zip(got.column("id").to_pylist(), got.column("ver").to_pylist(), strict=True)
+    ) == [(1, 2)]
+    stats = sink.last_batch_stats
+    assert (stats["inserted"], stats["deletes"], stats["absent_deletes"]) == (1, 0, 2)
+    sink.close()
+
+
+def test_the_append_sink_reports_its_commit_time_and_the_kafka_timestamps(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    import time
+
+    from acidstream.sinks.foreach_batch import AcidSink
+
+    store: TxnStore = env["store"]
+    store.create_table(
+        TableDef(db="default", name="log", columns=(("id", "int"),), parameters={"transactional": "true"})
+    )  # fmt: skip
+    sink = AcidSink(table="log", metastore=env["url"], warehouse=env["wh"],
+                    options=SinkOptions(skip_bad_records=True))  # fmt: skip
+    base = dt.datetime(2026, 11, 27, 12, 0, 0, tzinfo=dt.UTC)
+    rows = [
+        (None, json.dumps({"id": i}).encode(), "t", 0, i, base + dt.timedelta(seconds=i))
+        for i in range(5)
+    ]
+    rows.append((None, b"bad", "t", 0, 5, base))
+    before = time.time()
+    sink(spark.createDataFrame(rows, KAFKA_SCHEMA).repartition(2), 0)
+    stats = sink.last_batch_stats
+    assert before <= stats["committed_at"] <= time.time()
+    base_ms = int(base.timestamp() * 1000)
+    # the rows written (the bad record is not one)
+    assert sorted(stats["event_times_ms"].tolist()) == [base_ms + 1000 * i for i in range(5)]
+    sink.close()
