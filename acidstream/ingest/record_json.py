@@ -22,7 +22,6 @@ from acidstream.ingest.record_bulk import (
     assemble,
     binary_nbytes,
     block_arrow_type,
-    block_read_size,
     block_schema,
     contains,
     convert_partition,
@@ -33,6 +32,7 @@ from acidstream.ingest.record_bulk import (
     fit_text_array,
     joined_lines,
     lacks,
+    read_line_parts,
     round_decimal,
     size_suspects,
 )
@@ -473,7 +473,7 @@ class _BoundJson:
         as a tenth of the parse. Other blocks (and every block once one held extra keys)
         take the regex check and read with unknown keys ignored.
         """
-        data, longest = lines.data, lines.longest_bound()
+        data = lines.data
         if (
             self.strict_keys
             and not self.seen_extra_keys.value
@@ -482,39 +482,42 @@ class _BoundJson:
             and lacks(data, b"Infinity")
         ):
             try:
-                return self._read(data, threads=True, longest=longest, unknown="error")
+                return self._read(data, threads=True, unknown="error")
             except pa.ArrowInvalid:
                 pass  # an unknown key or a bad record: the regex check tells which
         text = pa.array([data.decode("utf-8")])  # valid: checked by _plain
         if pc.match_substring_regex(text, self.suspect_keys)[0].as_py():
             return None
         try:
-            table = self._read(data, threads=True, longest=longest)
+            table = self._read(data, threads=True)
         except pa.ArrowInvalid:
             return None
         self.seen_extra_keys.value = self.strict_keys
         return table
 
-    def _read(
-        self, data: bytes, *, threads: bool, longest: int = 0, unknown: str = "ignore"
-    ) -> pa.Table:
+    def _read(self, data: bytes, *, threads: bool, unknown: str = "ignore") -> pa.Table:
+        """``pyarrow.json`` of ``data`` (whole lines) with the read schema; ``threads``:
+        in parts on every core (:func:`read_line_parts`), else on the caller's thread."""
         assert self.read_schema is not None
-        table = pa_json.read_json(
-            # Arrow's own reader over the bytes: its block reads are zero-copy slices
-            # (a Python file object costs a copy and the interpreter lock per block).
-            pa.BufferReader(data),
-            read_options=pa_json.ReadOptions(
-                use_threads=threads,
-                block_size=(
-                    block_read_size(len(data), longest) if threads else max(1 << 20, len(data) + 1)
-                ),
-            ),
-            parse_options=pa_json.ParseOptions(
-                explicit_schema=self.read_schema,
-                unexpected_field_behavior=unknown,
-                newlines_in_values=False,
-            ),
+        parse_options = pa_json.ParseOptions(
+            explicit_schema=self.read_schema,
+            unexpected_field_behavior=unknown,
+            newlines_in_values=False,
         )
+
+        def read(buf: pa.Buffer) -> pa.Table:
+            return pa_json.read_json(
+                # Arrow's own reader over the bytes: zero-copy, no interpreter lock (a
+                # Python file object costs a copy and the lock per block).
+                pa.BufferReader(buf),
+                # One block: a line may not straddle two.
+                read_options=pa_json.ReadOptions(
+                    use_threads=False, block_size=max(1 << 20, len(buf) + 1)
+                ),
+                parse_options=parse_options,
+            )
+
+        table = read_line_parts(data, read) if threads else read(pa.py_buffer(data))
         return table.select(self.read_schema.names)
 
     def _parse(
