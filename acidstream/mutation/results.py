@@ -26,7 +26,8 @@ class MutationResult:
         partitions: the partitions written (``k=v/...``; ``()`` for an unpartitioned table
             or when nothing matched).
         seconds: wall time of the run that committed (retries included).
-        attempts: runs it took (``1``: no commit conflict).
+        attempts: txns it took (``1``: none lost a commit conflict or had to start again
+            because a conflicting update committed while it waited for its lock).
         replayed: the result was stored by an earlier run with the same idempotency key;
             nothing was written now.
     """

@@ -24,6 +24,7 @@ from acidstream.acid.errors import (
     CommitStateUnknownError,
     ConfigError,
     StorageError,
+    TransactionError,
     TxnAbortedError,
     storage_error,
 )
@@ -61,6 +62,15 @@ class MutationRun:
     files: MutationFiles
     write_id: int
     txn_id: int
+
+
+MAX_RESTARTS = 100
+"""Txns in a row a mutation may start anew because its lock came after a conflicting commit."""
+
+
+class _Restart(Exception):
+    """The txn holds its lock but another update or delete of the table committed after
+    it opened: its commit would lose the write-set check, so it starts over at once."""
 
 
 def idempotency_param(key: str) -> str:
@@ -120,7 +130,7 @@ def run_mutation(
         if stored is not None:
             return _replayed(stored, kind, idempotency_key)
     start = time.monotonic()
-    attempt = 0
+    attempt = restarts = 0
     while True:
         attempt += 1
         try:
@@ -137,9 +147,19 @@ def run_mutation(
                 "%s: idempotency key %r committed by another run: %s", name, idempotency_key, e
             )
             return _replayed(stored, kind, idempotency_key)
+        except _Restart as e:
+            # Not a lost race but a late start: nothing was written; not one of the retries.
+            restarts += 1
+            if restarts > MAX_RESTARTS:
+                raise TransactionError(
+                    f"{name}: {MAX_RESTARTS} txns in a row found another update of the table "
+                    "committed while they waited for their lock"
+                ) from e
+            log.info("%s: %s; starting again in a new txn", name, e)
+            continue
         except (CommitConflictError, TxnAbortedError) as e:
             conflict = _conflict(e)
-            if conflict is None or attempt > retries:
+            if conflict is None or attempt - restarts > retries:
                 if conflict is not None and not isinstance(e, CommitConflictError):
                     raise conflict from e
                 raise
@@ -187,6 +207,12 @@ def _attempt(
     committed = False  # or perhaps committed: the files must stay
     try:
         txn = batch.begin_next()
+        # Hive 4's getLatestTxnIdInConflict: an update or delete that committed while this
+        # txn waited for its lock would fail this txn's write-set check at commit, whatever
+        # it writes; start again in a new txn (a snapshot that sees it) before the body.
+        late = store.write_conflict_since(txn, name.db, name.table)
+        if late is not None:
+            raise _Restart(f"txn {late} updated the table after txn {txn} opened")
         target = Target.open(store, table, txn)
         files = MutationFiles(target, batch.current_write_id)
         run = MutationRun(target=target, files=files, write_id=batch.current_write_id, txn_id=txn)
