@@ -231,6 +231,9 @@ class UpsertSink(AcidSink):
 
         t0 = time.monotonic()
         spark = batch_df.sparkSession
+        if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
+            # Two attempts of one task would write one dead-letter file at once.
+            raise ConfigError("UpsertSink needs spark.speculation=false (a file per task)")
         store, table = self._open()
         spec, change = self._bind(table)
         last = self._last_committed(store)

@@ -457,3 +457,34 @@ def test_the_append_sink_reports_its_commit_time_and_the_kafka_timestamps(
     # the rows written (the bad record is not one)
     assert sorted(stats["event_times_ms"].tolist()) == [base_ms + 1000 * i for i in range(5)]
     sink.close()
+
+
+def test_a_partitioned_table_moves_a_row_whose_partition_value_changes(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    """The key need not hold the partition column: an update to another partition deletes
+    the old version where it was and inserts the new one in its new partition."""
+    store: TxnStore = env["store"]
+    store.create_table(
+        TableDef(db="default", name="parts", columns=(("id", "int"), ("v", "string")),
+                 partition_keys=(("region", "string"),), parameters={"transactional": "true"})
+    )  # fmt: skip
+    sink = UpsertSink(table="parts", metastore=env["url"], warehouse=env["wh"], lineage="L",
+                      options=SinkOptions(mode="upsert", format="debezium", key=("id",),
+                                          ordering="source.lsn"))  # fmt: skip
+    ts = dt.datetime(2026, 11, 27, 12, 0, 0)
+
+    def rec(i: int, op: str, after: dict[str, Any] | None, lsn: int) -> tuple[Any, ...]:
+        before = None if op == "c" else {"id": after["id"] if after else 2}
+        v = {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
+        return (None, json.dumps(v).encode(), "t", 0, i, ts)
+
+    first = [rec(0, "c", {"id": 1, "v": "a", "region": "eu"}, 1),
+             rec(1, "c", {"id": 2, "v": "b", "region": "us"}, 2)]  # fmt: skip
+    sink(spark.createDataFrame(first, KAFKA_SCHEMA), 0)
+    second = [rec(2, "u", {"id": 1, "v": "a2", "region": "us"}, 3), rec(3, "d", None, 4)]
+    sink(spark.createDataFrame(second, KAFKA_SCHEMA).repartition(2), 1)
+    got = snapshot_read(store, store.get_table("default", "parts"))
+    cols = ("id", "v", "region")
+    assert sorted(zip(*(got.column(c).to_pylist() for c in cols), strict=True)) == [(1, "a2", "us")]
+    sink.close()
