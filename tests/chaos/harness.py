@@ -915,4 +915,5 @@ def run_iteration(scenario: str, seed: int, store_url: str, warehouse: str) -> O
 # themselves to SCENARIOS and FAULTS: imported once everything above exists.
 import tests.chaos.scenarios_admin  # noqa: E402
 import tests.chaos.scenarios_infra  # noqa: E402
-import tests.chaos.scenarios_mutation  # noqa: E402, F401
+import tests.chaos.scenarios_mutation  # noqa: E402
+import tests.chaos.scenarios_upsert  # noqa: E402, F401

@@ -36,7 +36,9 @@ from tests.chaos.harness import (
 PG_ONLY = {"connection-pg-terminate"}
 PRIVATE_PG = {"connection-pg-restart"}
 """Scenarios that restart the PostgreSQL server: on a private cluster (backend ``pg-private``)."""
-KAFKA_SCENARIOS = {"kafka-driver-kill", "kafka-task-retry", "kafka-broker-restart"}
+KAFKA_SCENARIOS = {
+    "kafka-driver-kill", "kafka-task-retry", "kafka-broker-restart", "kafka-upsert-kill",
+}  # fmt: skip
 
 
 def _jvm_reader() -> Any:
@@ -105,7 +107,7 @@ def plan(
     cases: list[tuple[str, int, str]] = []
     names = [n for n in SCENARIOS if n not in KAFKA_SCENARIOS and (only is None or n in only)]
     i = 0
-    while len(cases) < iterations:
+    while names and len(cases) < iterations:
         name = names[i % len(names)]
         backend = backends[(i // len(names)) % len(backends)]
         if name in PG_ONLY:
@@ -224,6 +226,31 @@ def _admin_commands(detail: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def _upsert_lines(outcomes: list[tuple[Outcome, str]]) -> list[str]:
+    """The report's upsert paragraph: iterations of ``upsert-kill`` and
+    ``kafka-upsert-kill`` that passed, with the kills, skipped replays, compactions and
+    changes their summaries count."""
+    upsert = [o for o, _ in outcomes if o.scenario == "upsert-kill" and o.ok]
+    kafka = [o for o, _ in outcomes if o.scenario == "kafka-upsert-kill" and o.ok]
+    if not upsert and not kafka:
+        return []
+    keys = ("kills", "batch replays skipped", "compactions", "inserted", "updated", "deleted",
+            "absent deletes", "late")  # fmt: skip
+    n = {k: sum(int(m.group(1)) for o in upsert if (m := re.search(rf"(\d+) {k}\b", o.detail)))
+         for k in keys}  # fmt: skip
+    killed = sum(o.detail.startswith("killed") for o in kafka)
+    return [
+        "",
+        f"Upserts: {len(upsert)} iterations of `upsert-kill` passed, with {n['kills']} writer "
+        f"kills, {n['batch replays skipped']} re-delivered batches skipped and "
+        f"{n['compactions']} compactions, over {n['inserted']} inserts, {n['updated']} updates, "
+        f"{n['deleted']} deletes, {n['absent deletes']} deletes of absent keys and {n['late']} "
+        "late events, the table checked against the fold of the committed batches after each "
+        f"run; {len(kafka)} iterations of `kafka-upsert-kill` passed ({killed} with the driver "
+        "killed).",
+    ]
+
+
 def report_markdown(
     outcomes: list[tuple[Outcome, str]], *, base_seed: int, seconds: float, jvm: bool
 ) -> str:
@@ -282,6 +309,7 @@ def report_markdown(
             f"{n['kills']} writer kills, {n['MERGE replays']} MERGE replays and "
             f"{n['compactions']} compactions, the table checked against the model after each.",
         ]
+    lines += _upsert_lines(outcomes)
     failed = [(o, b) for o, b in outcomes if not o.ok]
     lines += ["", "## Failures", ""]
     if not failed:
@@ -405,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         help="iterations run at once (each in its own metastore and warehouse; default 2)",
     )  # fmt: skip
     p.add_argument(
-        "--scenarios", metavar="NAME,...",
+        "--scenarios", "--only", metavar="NAME,...",
         help="run only these scenarios (comma-separated; default: every one)",
     )  # fmt: skip
     args = p.parse_args(argv)
@@ -431,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = plan(args.iterations, args.seed, backends, private_pg=_private_pg_ok(), only=only)
     if KAFKA.get("broker") is not None and (only is None or only & KAFKA_SCENARIOS):
         base = args.seed + 100_000
-        kafka = sorted(KAFKA_SCENARIOS)
+        kafka = sorted(KAFKA_SCENARIOS if only is None else KAFKA_SCENARIOS & only)
         cases += [
             (kafka[i % len(kafka)], base + i, backends[i % len(backends)])
             for i in range(args.kafka_iterations)
