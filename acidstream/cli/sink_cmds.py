@@ -144,17 +144,27 @@ def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: fl
             if sample_events is None:
                 sample_events = 100_000
         bad = 0
+        expected = sample_events
         if sample_events:
             from kafka import KafkaProducer
 
-            from acidstream.jobs.sample_events import produce_sample_events
+            from acidstream.jobs.sample_events import (
+                produce_debezium_sample_events,
+                produce_sample_events,
+            )
 
             t = time.monotonic()
             producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
             try:
-                bad = produce_sample_events(
-                    producer, config.kafka.topic, sample_events, bad_every=bad_every
-                )
+                if config.sink.format == "debezium":
+                    # A change log: the table must end with the keys still alive.
+                    bad, expected = produce_debezium_sample_events(
+                        producer, config.kafka.topic, sample_events, bad_every=bad_every
+                    )
+                else:
+                    bad = produce_sample_events(
+                        producer, config.kafka.topic, sample_events, bad_every=bad_every
+                    )
             finally:
                 producer.close()
             timings.append(
@@ -170,7 +180,7 @@ def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: fl
     finally:
         if broker is not None:
             broker.stop()
-    _summary(config, result.rows, timings, expected=sample_events)
+    _summary(config, result.rows, timings, expected=expected)
     return 0
 
 
@@ -221,7 +231,9 @@ def _summary(
         print(f"{'distinct ids':<32} {distinct:>12,}")
         if expected is not None:
             verdict = "exactly once" if distinct == data.num_rows == expected else "MISMATCH"
-            print(f"{'sample events produced':<32} {expected:>12,}  ({verdict})")
+            label = ("keys alive after the changes" if config.sink.mode == "upsert"
+                     else "sample events produced")  # fmt: skip
+            print(f"{label:<32} {expected:>12,}  ({verdict})")
     print()
     print(f"{'step':<60} {'seconds':>8}")
     for label, secs in timings:
