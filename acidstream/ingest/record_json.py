@@ -454,10 +454,12 @@ class _BoundJson:
         A record starting otherwise (blank, leading space, not an object) goes the row way."""
         if not lines.all_start_with(_OPEN_BRACE):
             return False
-        try:
-            lines.data.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
+        # ASCII is valid UTF-8: the usual block needs no decoded copy to tell.
+        if not lines.data.isascii():
+            try:
+                lines.data.decode("utf-8")
+            except UnicodeDecodeError:
+                return False
         if lines.longest_below(_BRACKET_LIMIT + 1):
             return True
         long_ones = np.flatnonzero(lines.lengths() > _BRACKET_LIMIT).tolist()
