@@ -15,12 +15,15 @@ Kafka key = ``{"id": k}`` (so one key's events stay in order in one partition), 
 the envelope; ``source.lsn`` grows with every event, ``source.ts_ms`` is the wall clock
 when the event was produced to the embedded broker's topic (``--partitions``).
 
-Timed, each from a fresh checkpoint, reading the topic with the project's ``acidkafka``
-source, ``maxOffsetsPerTrigger = --batch``, ``availableNow``:
+Timed, ``--repeat`` runs of each side alternating which goes first, each run from the
+built tables (restored from a copy, not timed) and a fresh checkpoint, reading the topic
+with the project's ``acidkafka`` source, ``maxOffsetsPerTrigger = --batch``,
+``availableNow`` (before them, not timed, one query over a small warm-up topic through both
+sides' code starts Spark's Python workers and loads both merge engines):
 
   * ours: ``run_kafka_job`` with ``sink.mode: upsert``, ``sink.format: debezium``,
-    ``sink.key: [id]``, ``sink.ordering: source.lsn`` (``--ours job``, the default once the
-    upsert sink exists); or ``--ours engine``: the same ``foreachBatch`` as the Delta way
+    ``sink.key: [id]``, ``sink.ordering: source.lsn``, ``compaction: off`` (the Delta way
+    runs no OPTIMIZE either) (``--ours job``, the default); or ``--ours engine``: the same ``foreachBatch`` as the Delta way
     below, with ``acidstream.mutation.changes.apply_changes`` in place of delta-rs (the
     merge engines alone, parsing and collapse the same);
   * delta: ``foreachBatch``: Spark parses the Debezium JSON (``from_json``), the batch comes
@@ -34,14 +37,16 @@ produced before the runs, so each run's clock is shifted to start when the last 
 produced (as if the job had been restarted at that moment after a pause): freshness =
 backlog age at the start + the run's time to its commit, the first part the same for both.
 
-After the runs: both tables equal (row count + order-independent checksum, DuckDB), else
-exit 1; then a full read of our table against a full read of the same rows written to a
+After each run: both tables equal (row count + order-independent checksum, DuckDB), else
+exit 1. After the last: a full read of our table against a full read of the same rows written to a
 fresh table in one txn (no delete deltas), alternately, best of ``--read-repeat``.
 
-Targets: ours >= 2x Delta's events/s; the read >= 0.5x. Exit 1 when one is missed.
+Targets: ours >= 2x Delta's events/s (best run of each side); the read >= 0.5x. Exit 1
+when one is missed. ``--profile N``: cProfile of our batch N in the last run (driver side).
 
 Usage: python benchmarks/cdc.py [--rows 10000000] [--keys 1000000] [--events 1000000]
-           [--batch 100000] [--partitions 3] [--ours job|engine] [--quick] [--dir /tmp/x]
+           [--batch 100000] [--partitions 3] [--repeat 2] [--read-repeat 5]
+           [--ours job|engine] [--profile N] [--quick] [--dir /tmp/x]
 """
 
 from __future__ import annotations
