@@ -407,7 +407,8 @@ def _key_rows(
             continue
         col = cast_column(t.column(_row_key(i)), plan.types[plan.read_positions[i]])
         if keys.ints is not None and len(keys.ints):
-            ints = pc.cast(col, pa.int64())
+            days = pa.types.is_date32(col.type)  # Arrow casts date32 to int32 only
+            ints = pc.cast(pc.cast(col, pa.int32()) if days else col, pa.int64())
             valid = pc.is_valid(ints).to_numpy(zero_copy_only=False)
             vals = pc.fill_null(ints, 0).to_numpy(zero_copy_only=False)
             at = np.minimum(np.searchsorted(keys.ints, vals), len(keys.ints) - 1)

@@ -59,7 +59,8 @@ class SortedKeys:
         self.ints: np.ndarray | None = None
         self.strs: tuple[str, ...] | None = None
         if pa.types.is_integer(vals.type) or self.date:
-            arr = vals.cast(pa.int64()).to_numpy(zero_copy_only=False)
+            # dates as their day numbers (Arrow casts date32 to int32 only)
+            arr = vals.cast(pa.int32() if self.date else pa.int64()).to_numpy(zero_copy_only=False)
             self.ints = np.sort(arr.astype(np.int64))
         elif pa.types.is_string(vals.type):
             self.strs = tuple(sorted(vals.to_pylist()))

@@ -252,3 +252,55 @@ def test_every_writer_puts_bloom_filters_on_the_columns_the_table_names(
     # the base, the minor compaction's delta, the MERGE's and UPDATE's deltas, and
     # their delete deltas were all looked at
     assert kinds.get("base") and kinds.get("delta", 0) >= 3 and kinds.get("delete"), kinds
+
+
+def test_string_and_date_keys_of_two_columns(store: TxnStore) -> None:
+    """A two-column key (string, date): both columns prune (string min/max, dates as
+    days), strings are decoded from the row groups (dictionary and direct), and only rows
+    whose two columns both hold key values are returned."""
+    store.create_table(
+        TableDef(
+            db="default",
+            name="ks",
+            columns=(("k", "string"), ("d", "date"), ("n", "int")),
+            parameters={"transactional": "true", "orc.row.index.stride": str(STRIDE)},
+        )
+    )
+    n = 8_000
+    days = [(np.datetime64("2024-01-01") + int(i // 100)).astype(str) for i in range(n)]
+    recs = [json.dumps({"k": f"key-{i:05d}", "d": days[i], "n": i % 13}).encode() for i in range(n)]
+    with StreamingConnection(
+        "default.ks", record_writer=StrictJsonWriter(), store=store,
+        options=StreamingOptions(housekeeping_interval_s=None),
+    ) as c:  # fmt: skip
+        c.begin_transaction()
+        c.write_many(recs)
+        c.commit_transaction()
+    _compact(store, "ks")
+    txn = store.open_txns(1, user="t", host="h")[0]
+    try:
+        t = Target.open(store, store.get_table("default", "ks"), txn)
+        parts = t.partitions()
+        picks = [5, 6, 4_321, 7_999]  # row groups 0 and 4 hold the returned ones
+        src = pa.table(
+            {
+                "k": pa.array([f"key-{i:05d}" for i in picks] + ["key-99999", None]),
+                "d": pa.array(
+                    [days[i] for i in picks[:-1]] + ["1999-01-01", days[3], days[0]]
+                ).cast(pa.date32()),
+            }
+        )
+        c2 = LookupCounts()
+        got = read_rows(t, parts, keys=src, counts=c2)
+        full = read_rows(t, parts)
+        want = full.filter(
+            pc.field("k").isin(src.column("k").drop_null())
+            & pc.field("d").isin(src.column("d").drop_null())
+        )
+        order = [("row__id", "ascending")]
+        assert got.sort_by(order).equals(want.sort_by(order))
+        # key-07999 comes with 1999-01-01, and its own date is no key's: not returned
+        assert sorted(got.column("k").to_pylist()) == [f"key-{i:05d}" for i in picks[:-1]]
+        assert (c2.groups_read, c2.groups, c2.stripes_whole) == (2, 8, 0), c2.text()
+    finally:
+        store.abort_txn(txn)
