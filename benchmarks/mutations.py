@@ -40,7 +40,7 @@ Exit status 1 when a target is missed or a checksum differs.
 
 Usage: python benchmarks/mutations.py [--rows 10000000] [--small-rows 1000000] [--deltas 20]
            [--delta-rows 50000] [--repeat 2] [--read-merges 20] [--read-merge-rows 10000]
-           [--iceberg-merge-rows 10000] [--skip-iceberg] [--quick] [--dir /tmp/x]
+           [--iceberg-merge-rows 10000] [--skip-iceberg] [--read-only] [--quick] [--dir /tmp/x]
 """
 
 from __future__ import annotations
@@ -322,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iceberg-merge-rows", type=int, default=10_000)
     ap.add_argument("--skip-iceberg", action="store_true")
     ap.add_argument(
+        "--read-only",
+        action="store_true",
+        help="only the reads after --read-merges MERGEs (and after a major compaction)",
+    )
+    ap.add_argument(
         "--quick", action="store_true", help="1M / 100k rows: a smoke run, not a result"
     )
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed)")
@@ -366,6 +371,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         t0 = time.perf_counter()
         acid.build(base, deltas)
+        if args.read_only:
+            # The read targets alone: the same table and MERGEs, no other system.
+            log(f"build: acidstream {time.perf_counter() - t0:.1f}s")
+            del base, deltas
+            status |= read_after_merges(acid, args, rng, n, row, lines)
+            status |= report(args, n, table, lines)
+            if status:
+                print("FAILED: a target missed or a checksum differs (above)", file=sys.stderr)
+            return status
         log(f"build: acidstream {time.perf_counter() - t0:.1f}s; deltalake ...")
         t0 = time.perf_counter()
         delta_build(dpath, base, deltas)
@@ -493,88 +507,109 @@ def main(argv: list[str] | None = None) -> int:
 
         # ---- reads after --read-merges merges, and after a major compaction
         reset()
-        log(f"read: {args.read_merges} merges of {args.read_merge_rows:,} rows ...")
-        next_id = n + 3_000_000
-        for k in range(args.read_merges):
-            m = merge_source(rng, n, next_id, args.read_merge_rows, f"r{k}")
-            next_id += args.read_merge_rows
-            acid_merge(acid, m)
-        merged = acid.read()
-        store = acid.store()
-        try:
-            acid.create(store, "ref")
-            acid.insert(store, "ref", [merged])
-        finally:
-            store.close()
-        ref = acid.read("default.ref")
-        same = checksum(ref) == checksum(merged)
-        log(
-            f"  reference table: {ref.num_rows:,} rows, checksum {'equal' if same else 'DIFFERENT'}"
-        )
-        if not same:
-            status = 1
-        del ref
-        rep = max(args.repeat, 5)
-        s_ref, s_merged = paired(
-            lambda: acid.read("default.ref"), lambda: acid.read(), lambda: None, lambda: None, rep
-        )
-        store = acid.store()
-        try:
-            acid.compact(store, "bench")
-        finally:
-            store.close()
-        compacted = acid.read()
-        same = checksum(compacted) == checksum(merged)
-        log(
-            f"  after major compaction: {compacted.num_rows:,} rows, checksum {'equal' if same else 'DIFFERENT'}"
-        )
-        if not same:
-            status = 1
-        del compacted
-        s_ref2, s_comp = paired(
-            lambda: acid.read("default.ref"), lambda: acid.read(), lambda: None, lambda: None, rep
-        )
-        nr = merged.num_rows
-        del merged
-        row("acidstream", "read, no delete deltas", nr, s_ref)
-        row("acidstream", f"read after {args.read_merges} merges", nr, s_merged)
-        row("acidstream", "read, no delete deltas (again)", nr, s_ref2)
-        row("acidstream", "read after major compaction", nr, s_comp)
-        lines.append(
-            Line(
-                f"read after {args.read_merges} merges",
-                f"{s_ref:.2f}s / {s_merged:.2f}s",
-                s_ref / s_merged,
-                0.5,
-            )
-        )
-        lines.append(
-            Line(
-                "read after major compaction",
-                f"{s_ref2:.2f}s / {s_comp:.2f}s",
-                s_ref2 / s_comp,
-                0.9,
-            )
-        )
-
-        print()
-        print(f"table: {n:,} rows (id bigint, v string, x double), {BUCKETS} buckets on id, "
-              f"base + {args.deltas} deltas; best of {args.repeat} (100-row merges: of 3, reads: of 5), "
-              "the two sides of each ratio run alternately")  # fmt: skip
-        print()
-        print(f"{'operation':<30} {'system':<11} {'seconds':>10} {'rows/s':>20} {'CPU':>10}")
-        for t in table:
-            print(t)
-        print()
-        for line in lines:
-            print(line.text())
-            if not line.met:
-                status = 1
+        status |= read_after_merges(acid, args, rng, n, row, lines)
+        status |= report(args, n, table, lines)
         if status:
             print("FAILED: a target missed or a checksum differs (above)", file=sys.stderr)
     finally:
         if not args.dir:
             shutil.rmtree(tmp, ignore_errors=True)
+    return status
+
+
+def report(args: argparse.Namespace, n: int, table: list[str], lines: list[Line]) -> int:
+    """Print the table of timings and the ratio lines; 1 when a target is missed."""
+    status = 0
+    print()
+    print(f"table: {n:,} rows (id bigint, v string, x double), {BUCKETS} buckets on id, "
+          f"base + {args.deltas} deltas; best of {args.repeat} (100-row merges: of 3, reads: of 5), "
+          "the two sides of each ratio run alternately")  # fmt: skip
+    print()
+    print(f"{'operation':<30} {'system':<11} {'seconds':>10} {'rows/s':>20} {'CPU':>10}")
+    for t in table:
+        print(t)
+    print()
+    for line in lines:
+        print(line.text())
+        if not line.met:
+            status = 1
+    return status
+
+
+def read_after_merges(
+    acid: Acid,
+    args: argparse.Namespace,
+    rng: np.random.Generator,
+    n: int,
+    row: Callable[[str, str, int, float], None],
+    lines: list[Line],
+) -> int:
+    """``--read-merges`` MERGEs into ``acid``, then its full read against the same rows
+    written in one txn (no delete deltas), then after a major compaction; appends the rows
+    and ratio lines, returns 1 when a checksum differs."""
+    status = 0
+    log(f"read: {args.read_merges} merges of {args.read_merge_rows:,} rows ...")
+    next_id = n + 3_000_000
+    for k in range(args.read_merges):
+        m = merge_source(rng, n, next_id, args.read_merge_rows, f"r{k}")
+        next_id += args.read_merge_rows
+        acid_merge(acid, m)
+    merged = acid.read()
+    store = acid.store()
+    try:
+        acid.create(store, "ref")
+        acid.insert(store, "ref", [merged])
+    finally:
+        store.close()
+    ref = acid.read("default.ref")
+    same = checksum(ref) == checksum(merged)
+    log(f"  reference table: {ref.num_rows:,} rows, checksum {'equal' if same else 'DIFFERENT'}")
+    if not same:
+        status = 1
+    del ref
+    rep = max(args.repeat, 5)
+    s_ref, s_merged = paired(
+        lambda: acid.read("default.ref"), lambda: acid.read(), lambda: None, lambda: None, rep
+    )
+    store = acid.store()
+    try:
+        acid.compact(store, "bench")
+    finally:
+        store.close()
+    compacted = acid.read()
+    same = checksum(compacted) == checksum(merged)
+    log(
+        f"  after major compaction: {compacted.num_rows:,} rows, checksum {'equal' if same else 'DIFFERENT'}"
+    )
+    if not same:
+        status = 1
+    del compacted
+    s_ref2, s_comp = paired(
+        lambda: acid.read("default.ref"), lambda: acid.read(), lambda: None, lambda: None, rep
+    )
+    nr = merged.num_rows
+    del merged
+    row("acidstream", "read, no delete deltas", nr, s_ref)
+    row("acidstream", f"read after {args.read_merges} merges", nr, s_merged)
+    row("acidstream", "read, no delete deltas (again)", nr, s_ref2)
+    row("acidstream", "read after major compaction", nr, s_comp)
+    lines.append(
+        Line(
+            f"read after {args.read_merges} merges",
+            f"{s_ref:.2f}s / {s_merged:.2f}s",
+            s_ref / s_merged,
+            0.5,
+        )
+    )
+    lines.append(
+        Line(
+            "read after major compaction",
+            f"{s_ref2:.2f}s / {s_comp:.2f}s",
+            s_ref2 / s_comp,
+            0.9,
+        )
+    )
+
     return status
 
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid import bucket_codec
+from acidstream.acid.delete_index import DeleteIndex, deleted_row_mask
 from acidstream.acid.directory import AcidState
 from acidstream.acid.errors import AcidFormatError
 from acidstream.acid.layout import ParsedDelta
@@ -38,6 +39,7 @@ from acidstream.acid.storage import Storage
 __all__ = [
     "KEY_COLUMNS",
     "DeleteFile",
+    "DeleteIndex",
     "DeleteKeySet",
     "RowIdGroups",
     "SortMergedDeletes",
@@ -205,6 +207,59 @@ def _read_events(
     return keys
 
 
+def _read_delta_events(
+    storage: Storage, files: Sequence[DeleteFile], write_ids: ValidWriteIdList
+) -> list[pa.Table]:
+    """Valid delete keys of the bucket files of one delete delta, as ``_read_events``
+    gives them file by file, but converted, filtered and checked in one pass (a MERGE
+    leaves a delete delta of a few events per bucket: per file, the Arrow calls cost
+    more than the events)."""
+    if len(files) < 2:
+        return [_read_events(storage, f, write_ids) for f in files]
+    raw: list[pa.Table] = []
+    for f in files:
+        orcf, info = inspect_orc(
+            storage, f.path, length=f.logical_length, file_length=f.file_length
+        )
+        require_acid(info)
+        assert info.acid_columns is not None
+        names = info.acid_columns
+        cols = [names[c] for c in ("originalTransaction", "bucket", "rowId", "currentTransaction")]
+        raw.append(orcf.read(columns=cols).rename_columns(["o", "b", "r", "c"]))
+    try:
+        t = pa.concat_tables(raw)
+    except pa.ArrowInvalid:  # files of one delta with different types: one by one
+        return [_read_events(storage, f, write_ids) for f in files]
+    fileno = np.repeat(np.arange(len(files), dtype=np.int32), [x.num_rows for x in raw])
+    keys = key_table(t.column("o"), t.column("b"), t.column("r"))
+    d = files[0].delta
+    if write_ids.is_write_id_range_valid(d.min_write_id, d.max_write_id) != RangeResponse.ALL:
+        valid = valid_write_id_mask(t.column("c"), write_ids)
+        keys = keys.filter(valid)
+        fileno = fileno[np.asarray(valid.to_numpy(zero_copy_only=False), dtype=np.bool_)]
+    if keys.num_rows and _may_be_misplaced(keys, files, fileno):
+        # Some event names another writer: the per-file check says which file (or lets
+        # a file of legacy bucket properties pass, as it does).
+        start = 0
+        for i, f in enumerate(files):
+            n = int((fileno == i).sum())
+            if f.bucket_id is not None and n:
+                _check_bucket(keys.slice(start, n), f)
+            start += n
+    return [keys]
+
+
+def _may_be_misplaced(keys: pa.Table, files: Sequence[DeleteFile], fileno: np.ndarray) -> bool:
+    """Whether some V1 event's writer id differs from its file's bucket id (a superset of
+    what ``_check_bucket`` rejects file by file)."""
+    b = keys.column("b").to_numpy().astype(np.int64) & 0xFFFFFFFF
+    expected = np.array([-1 if f.bucket_id is None else f.bucket_id for f in files], np.int64)
+    want = expected[fileno]
+    v1 = (b & 0xE0000000) >> 29 == 1
+    writer = (b & 0x0FFF0000) >> 16
+    return bool((v1 & (want >= 0) & (writer != want)).any())
+
+
 def _check_bucket(keys: pa.Table, f: DeleteFile) -> None:
     """``DeleteReaderValue.checkBucketId``: every event's writer id must be the file's bucket."""
     b = pc.cast(keys.column("b"), pa.int64())
@@ -308,31 +363,6 @@ def _anti_join_mask(keys: pa.Table, deletes: pa.Table) -> pa.Array:
     )
 
 
-def deleted_row_mask(row_ids: np.ndarray, deleted: np.ndarray) -> np.ndarray | None:
-    """Mask over ``row_ids`` (one (originalTransaction, bucket) group): True where deleted.
-
-    ``deleted`` is sorted and unique. ``None`` when nothing is deleted. Row ids
-    written by Hive are dense and in order (``start .. start+n-1``); then the mask
-    is built by indexing, O(n) with no hashing. Any other order uses a binary search.
-    """
-    n = len(row_ids)
-    if n == 0 or len(deleted) == 0:
-        return None
-    first, last = int(row_ids[0]), int(row_ids[-1])
-    lo = int(np.searchsorted(deleted, first, side="left"))
-    if last - first == n - 1 and (n == 1 or bool((np.diff(row_ids) == 1).all())):
-        hi = int(np.searchsorted(deleted, last, side="right"))
-        if lo >= hi:
-            return None
-        mask = np.zeros(n, dtype=np.bool_)
-        mask[deleted[lo:hi] - first] = True
-        return mask
-    pos = np.searchsorted(deleted, row_ids)
-    np.minimum(pos, len(deleted) - 1, out=pos)
-    hit = deleted[pos] == row_ids
-    return hit if bool(hit.any()) else None
-
-
 class RowIdGroups:
     """Delete keys grouped by (originalTransaction, bucket): sorted unique int64 rowIds.
 
@@ -421,11 +451,15 @@ class DeleteKeySet:
     def __init__(
         self, storage: Storage, files: Sequence[DeleteFile], write_ids: ValidWriteIdList
     ) -> None:
-        self._by_delta: dict[ParsedDelta, list[pa.Table]] = {}
+        by_delta: dict[ParsedDelta, list[DeleteFile]] = {}
         for f in files:
-            self._by_delta.setdefault(f.delta, []).append(_read_events(storage, f, write_ids))
+            by_delta.setdefault(f.delta, []).append(f)
+        self._by_delta: dict[ParsedDelta, list[pa.Table]] = {
+            d: _read_delta_events(storage, fs, write_ids) for d, fs in by_delta.items()
+        }
         self._matchers: dict[frozenset[ParsedDelta], _Matcher] = {}
         self._groups: dict[frozenset[ParsedDelta], RowIdGroups] = {}
+        self._index: DeleteIndex | None = None
         self._lock = threading.Lock()  # files may be read in threads
 
     @property
@@ -450,6 +484,14 @@ class DeleteKeySet:
             if g is None:
                 g = self._groups[qualifying] = RowIdGroups(self._keys(qualifying))
             return g
+
+    def index(self) -> DeleteIndex:
+        """Every key once, with the newest delta naming it: one index for every split
+        (``acidstream.acid.delete_index``), built once."""
+        with self._lock:
+            if self._index is None:
+                self._index = DeleteIndex(self._by_delta)
+            return self._index
 
     def deleted(self, keys: pa.Table, qualifying: frozenset[ParsedDelta]) -> pa.Array:
         return self.matcher(qualifying).deleted(keys)

@@ -8,7 +8,7 @@ the output form of a ``ReadPlan`` (``acidstream.acid.read_plan.assemble``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,13 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid import bucket_codec
+from acidstream.acid.delete_index import DeleteIndex, deleted_row_mask
 from acidstream.acid.delete_registry import (
+    KEY_COLUMNS,
     DeleteKeySet,
-    RowIdGroups,
     SortMergedDeletes,
-    deleted_row_mask,
     is_qualified_delete_delta,
     key_table,
+    normalize_bucket_property,
     normalize_key,
     valid_write_id_mask,
 )
@@ -36,7 +37,15 @@ from acidstream.acid.read_plan import ReadPlan, assemble
 from acidstream.acid.snapshot import ValidWriteIdList
 from acidstream.acid.storage import Storage
 
-__all__ = ["Deletes", "read_acid_file", "read_original_file"]
+__all__ = [
+    "Deletes",
+    "decode_acid_file",
+    "filter_columns",
+    "nested_column",
+    "read_acid_file",
+    "read_original_file",
+    "row_paths",
+]
 
 
 def _arange(start: int, n: int) -> pa.Array:
@@ -63,7 +72,7 @@ class Deletes:
         )
 
 
-def _row_paths(info: OrcFileInfo, plan: ReadPlan) -> list[str | None]:
+def row_paths(info: OrcFileInfo, plan: ReadPlan) -> list[str | None]:
     """ORC column paths of the requested table columns in this file (by position)."""
     fields = info.row_fields
     prefix = f"{info.acid_columns['row']}." if info.acid_columns is not None else ""
@@ -101,24 +110,30 @@ def read_acid_file(
     require_acid(info)
     assert info.acid_columns is not None
     names = info.acid_columns
-    qualifying = deletes.qualifying(split_min, split_stmt) if deletes.registry else frozenset()
-    apply_deletes = bool(qualifying)
-    groups: RowIdGroups | None = None
-    if apply_deletes and isinstance(deletes.registry, DeleteKeySet):
-        # Deletes are matched per (originalTransaction, bucket) group of sorted rowIds
-        # (Hive's ColumnizedDeleteEventRegistry); batches with several groups fall back
-        # to the general key matcher.
-        groups = deletes.registry.groups(qualifying)
+    index: DeleteIndex | None = None
+    threshold = 0
+    if isinstance(deletes.registry, DeleteKeySet):
+        # One index answers every split: a key counts when the newest delete delta naming
+        # it qualifies for this file (acidstream.acid.delete_index).
+        index = deletes.registry.index()
+        threshold = index.threshold(split_min, split_stmt)
+        qualifying: frozenset[ParsedDelta] = frozenset()
         # The key index's last entry is the file's max key: deletes that all sort
         # after it cannot hit this file, and the ACID columns need not be read.
         file_max = (
             normalize_key(info.key_index[-1]) if info.key_index and info.key_index[-1] else None
         )
-        if groups.min_key is None or (file_max is not None and groups.min_key > file_max):
-            apply_deletes = False
+        apply_deletes = (
+            index.qualifies_any(threshold)
+            and index.min_key is not None
+            and (file_max is None or index.min_key <= file_max)
+        )
+    else:
+        qualifying = deletes.qualifying(split_min, split_stmt) if deletes.registry else frozenset()
+        apply_deletes = bool(qualifying)
     need_keys = apply_deletes or plan.include_row_id
-    row_paths = _row_paths(info, plan)
-    cols = [p for p in row_paths if p is not None]
+    paths = row_paths(info, plan)
+    cols = [p for p in paths if p is not None]
     acid_cols: list[str] = []
     if need_keys:
         acid_cols += [names["originalTransaction"], names["bucket"], names["rowId"]]
@@ -148,12 +163,16 @@ def read_acid_file(
             keep = valid_write_id_mask(t.column(names["currentTransaction"]), write_ids)
         if apply_deletes:
             assert deletes.registry is not None
-            fast = False
-            dead: np.ndarray | None = None
-            if groups is not None:
-                fast, dead = groups.deleted(t.column(0), t.column(1), t.column(2))
-            if fast:
-                alive = _as_mask(dead)
+            alive: pa.Array | None
+            if index is not None:
+                assert isinstance(deletes.registry, DeleteKeySet)
+                alive = _index_alive(
+                    index,
+                    t,
+                    threshold,
+                    registry=deletes.registry,
+                    qualifying=lambda: deletes.qualifying(split_min, split_stmt),
+                )
             else:
                 keys = key_table(t.column(0), t.column(1), t.column(2))
                 alive = pc.invert(deletes.registry.deleted(keys, qualifying))
@@ -161,18 +180,69 @@ def read_acid_file(
                 keep = alive if keep is None else pc.and_(keep, alive)
         keys = key_table(t.column(0), t.column(1), t.column(2)) if plan.include_row_id else None
         row_cols: list[pa.ChunkedArray | pa.Array | None] = [
-            None if p is None else _nested(t, p) for p in row_paths
+            None if p is None else nested_column(t, p) for p in paths
         ]
         if keep is not None:
             # Filter only what is returned, not the ACID columns used to decide.
-            row_cols = _filter_columns(row_cols, keep)
-            n = int(pc.sum(pc.cast(keep, pa.int64())).as_py() or 0)  # nulls drop, as filter
+            row_cols = filter_columns(row_cols, keep)
+            n = int(pc.sum(keep).as_py() or 0)  # true values; nulls drop, as in filter
             if keys is not None:
                 keys = keys.filter(keep)
         yield assemble(plan, row_cols, n=n, keys=keys, partition=partition)
 
 
-def _filter_columns(
+def _index_alive(
+    index: DeleteIndex,
+    t: pa.Table,
+    threshold: int,
+    *,
+    registry: DeleteKeySet,
+    qualifying: Callable[[], frozenset[ParsedDelta]],
+) -> pa.Array | None:
+    """Keep-mask of a batch whose first three columns are its keys (``None``: keep all):
+    one (originalTransaction, bucket) group by indexing, any other batch by the index's
+    packed binary search, or, when keys do not pack (or are null), Arrow's hash join."""
+    b = normalize_bucket_property(t.column(1))
+    fast, dead = index.deleted_group(t.column(0), b, t.column(2), threshold)
+    if fast:
+        return _as_mask(dead)
+    keys = key_table(t.column(0), b, t.column(2))
+    if index.packs and not any(keys.column(c).null_count for c in KEY_COLUMNS):
+        o, bb, r = (keys.column(c).to_numpy().astype(np.int64, copy=False) for c in KEY_COLUMNS)
+        try:
+            return _as_mask(index.deleted(o, bb, r, threshold))
+        except ValueError:
+            pass  # data keys outside the packed range
+    return pc.invert(registry.deleted(keys, qualifying()))
+
+
+def decode_acid_file(
+    storage: Storage, path: str, *, length: int, file_length: int, plan: ReadPlan, keys: bool
+) -> tuple[list[str | None], pa.Table]:
+    """One whole ACID file's columns for ``plan``, decoded: the ORC paths of the plan's
+    columns in this file (``None``: the file lacks it) and the table read, the key columns
+    (originalTransaction, bucket, rowId) first when ``keys``, then the row columns."""
+    orcf, info = inspect_orc(storage, path, length=length, file_length=file_length)
+    require_acid(info)
+    assert info.acid_columns is not None
+    names = info.acid_columns
+    paths = row_paths(info, plan)
+    acid_cols = [names["originalTransaction"], names["bucket"], names["rowId"]] if keys else []
+    cols = [p for p in paths if p is not None]
+    if not cols and not acid_cols:
+        acid_cols.append(names["operation"])  # something to count rows with
+    t = read_orc_columns(
+        orcf,
+        storage=storage,
+        path=path,
+        length=length,
+        columns=acid_cols + cols,
+        timestamp_unit=plan.timestamp_unit,
+    )
+    return paths, t
+
+
+def filter_columns(
     cols: list[pa.ChunkedArray | pa.Array | None], keep: pa.Array | pa.ChunkedArray
 ) -> list[pa.ChunkedArray | pa.Array | None]:
     """``cols`` filtered by ``keep`` (a null in ``keep`` drops the row) in one table filter."""
@@ -185,7 +255,7 @@ def _filter_columns(
     return [None if c is None else next(it) for c in cols]
 
 
-def _nested(t: pa.Table, path: str) -> pa.ChunkedArray:
+def nested_column(t: pa.Table, path: str) -> pa.ChunkedArray:
     """A (possibly nested ``row.x``) column of a table read with nested column selection."""
     head, _, rest = path.partition(".")
     col = t.column(head)
@@ -232,8 +302,8 @@ def read_original_file(
         raise AcidFormatError(
             f"{of.path}: cannot give ROW__IDs to an original file whose name is not N_M[_copy_K]"
         )
-    row_paths = _row_paths(info, plan)
-    cols = [p for p in row_paths if p is not None]
+    paths = row_paths(info, plan)
+    cols = [p for p in paths if p is not None]
     start_row_id = of.start_row_id
     for stripe in _stripes(info):
         t = read_orc_columns(
@@ -248,7 +318,7 @@ def read_original_file(
         n = t.num_rows
         yield _original_batch(
             t, of, start_row_id, plan=plan, partition=partition, deletes=deletes,
-            qualifying=qualifying if need_keys else None, row_paths=row_paths,
+            qualifying=qualifying if need_keys else None, row_paths=paths,
         )  # fmt: skip
         start_row_id += n
 
@@ -286,7 +356,9 @@ def _original_batch(
             alive: pa.Array | None
             if isinstance(deletes.registry, DeleteKeySet):
                 # One (writeId, bucket) group and dense synthetic rowIds: index the mask.
-                dels = deletes.registry.groups(qualifying).row_ids(of.write_id, bucket)
+                index = deletes.registry.index()
+                threshold = index.threshold(of.write_id, of.statement_id)
+                dels = index.row_ids(of.write_id, bucket, threshold)
                 rows = np.arange(start_row_id, start_row_id + n, dtype=np.int64)
                 alive = _as_mask(deleted_row_mask(rows, dels))
             else:

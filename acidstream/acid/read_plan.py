@@ -31,8 +31,10 @@ __all__ = [
     "Predicate",
     "ReadPlan",
     "assemble",
+    "assemble_columns",
     "build_plan",
     "combine_predicates",
+    "finish",
     "peek_row_schema",
     "predicate_expr",
 ]
@@ -293,6 +295,19 @@ def assemble(
     """The output batch of one file (or stripe): ROW__ID, the read columns (renamed and
     cast to the plan's types; ``None`` for a column the file lacks), partition values,
     filtered by the plan's predicate and projected to the plan's schema."""
+    return finish(plan, assemble_columns(plan, row_cols, n=n, keys=keys, partition=partition))
+
+
+def assemble_columns(
+    plan: ReadPlan,
+    row_cols: list[pa.ChunkedArray | pa.Array | None],
+    *,
+    n: int,
+    keys: pa.Table | None,
+    partition: Partition,
+) -> pa.Table:
+    """``assemble`` before the predicate and the projection: every read column (the
+    predicate's too), so that a batch of several files can be cut per file first."""
     arrays: list[pa.Array | pa.ChunkedArray] = []
     fields: list[pa.Field] = []
     if plan.include_row_id:
@@ -317,6 +332,12 @@ def assemble(
         arrays.append(pa.repeat(pa.scalar(pvals.get(p.lower()), pa.string()), n))
         fields.append(pa.field(p, pa.string()))
     t = pa.Table.from_arrays(arrays, schema=pa.schema(fields)) if fields else pa.table({})
+    return t
+
+
+def finish(plan: ReadPlan, t: pa.Table) -> pa.Table:
+    """A batch of ``assemble_columns`` filtered by the plan's predicate and projected to
+    the plan's schema."""
     if plan.filter is not None and t.num_rows:
         try:
             t = t.filter(plan.filter)

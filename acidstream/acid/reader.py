@@ -39,6 +39,12 @@ import pyarrow.compute as pc
 from acidstream.acid.delete_registry import DeleteKeySet, SortMergedDeletes, delete_files
 from acidstream.acid.directory import AcidDir, AcidState, DataFile, OriginalFile, get_acid_state
 from acidstream.acid.errors import TableNotFoundError
+from acidstream.acid.file_group import (
+    GROUP_FILE_MAX_BYTES,
+    GROUP_MAX_BYTES,
+    SmallFile,
+    read_acid_files,
+)
 from acidstream.acid.file_reader import Deletes, read_acid_file, read_original_file
 from acidstream.acid.layout import ParsedDelta
 from acidstream.acid.list_bucketing import SkewedInfo
@@ -156,11 +162,32 @@ def _iter_partition(
             ahead(of.length),
         )
 
+    group: list[SmallFile] = []
+    group_bytes = 0
+
+    def flush() -> Iterator[_Task]:
+        nonlocal group, group_bytes
+        if group:
+            files, group, group_bytes = tuple(group), [], 0
+            yield (
+                functools.partial(
+                    read_acid_files,
+                    storage,
+                    files,
+                    plan=plan,
+                    partition=partition,
+                    write_ids=write_ids,
+                    deletes=deletes,
+                ),
+                True,
+            )
+
     for of in originals_of(None):
         yield original(of)
     dirs: list[AcidDir] = ([state.base] if state.base else []) + list(state.insert_deltas)
     for d in dirs:
         if d.is_raw:
+            yield from flush()
             for of in originals_of(d.name):
                 yield original(of)
             continue
@@ -173,6 +200,14 @@ def _iter_partition(
         for f in d.files:
             if f.logical_length == 0:
                 continue
+            if parallel and not check and f.logical_length <= GROUP_FILE_MAX_BYTES:
+                # Small files are read in groups (acidstream.acid.file_group).
+                if group_bytes + f.logical_length > GROUP_MAX_BYTES:
+                    yield from flush()
+                group.append(SmallFile(f.path, f.logical_length, f.length, split_min, split_stmt))
+                group_bytes += f.logical_length
+                continue
+            yield from flush()
             yield (
                 functools.partial(
                     read_acid_file,
@@ -190,6 +225,7 @@ def _iter_partition(
                 ),
                 ahead(f.logical_length),
             )
+    yield from flush()
 
 
 # Below this average data-file size a read runs in one thread: a small file costs more
@@ -215,7 +251,29 @@ def _threads_for(states: Sequence[tuple[Partition, AcidState]]) -> int:
 
 
 def _materialize(fn: Callable[[], Iterator[pa.Table]]) -> list[pa.Table]:
-    return list(fn())
+    """The tables of a task; when it fails part-way (a group of files whose third is
+    corrupt), the tables before the failure and then the error, as a sequential read."""
+    out: list[pa.Table] = []
+    try:
+        for t in fn():
+            out.append(t)
+    except Exception as e:
+        out.append(_Failed(e))
+    return out
+
+
+class _Failed:
+    """An error in a materialized task's tables, raised where it occurred."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _unpack(tables: list[pa.Table]) -> Iterator[pa.Table]:
+    for t in tables:
+        if isinstance(t, _Failed):
+            raise t.error
+        yield t
 
 
 def _run_tasks(tasks: Iterator[_Task], threads: int | None = None) -> Iterator[pa.Table]:
@@ -241,18 +299,18 @@ def _run_tasks(tasks: Iterator[_Task], threads: int | None = None) -> Iterator[p
             except Exception:
                 # Planning the next partition failed: hand out what came before first.
                 while pending:
-                    yield from pending.popleft().result()
+                    yield from _unpack(pending.popleft().result())
                 raise
             if not parallel:
                 while pending:
-                    yield from pending.popleft().result()
+                    yield from _unpack(pending.popleft().result())
                 yield from fn()
                 continue
             pending.append(ex.submit(_materialize, fn))
             while len(pending) > 2 * threads:
-                yield from pending.popleft().result()
+                yield from _unpack(pending.popleft().result())
         while pending:
-            yield from pending.popleft().result()
+            yield from _unpack(pending.popleft().result())
     finally:
         for fut in pending:
             fut.cancel()
