@@ -3,7 +3,7 @@ Spark, both store backends. The table must equal the fold of the change log (per
 the newest ``source.lsn`` wins, deletes and tombstones remove) after every run, through
 restarts from the checkpoint and from the table's offsets, a SIGKILL of the job process,
 duplicates, reordered and late events; Hive 2.3's reader reads the result; and the
-metrics endpoint answers during a processing-time run."""
+metrics endpoint answers during a processing-time run (in append mode too)."""
 
 from __future__ import annotations
 
@@ -334,3 +334,64 @@ def test_metrics_endpoint_answers_during_a_processing_time_run(
         thread.join(120)
     assert result and isinstance(result[0], JobResult), result
     assert _table(cfg) == log.fold()
+
+
+def test_append_mode_metrics_count_rows_and_bad_records(
+    spark: Any, kafka_broker: Any, tmp_path: Path
+) -> None:
+    """The default mode serves the same endpoint with its own counters: rows, bad records."""
+    import random
+
+    from acidstream.jobs.sample_events import sample_event
+
+    topic = _topic(kafka_broker, partitions=2)
+    rnd = random.Random(5)
+    good = [sample_event(i, rnd) for i in range(300)]
+    sent = _produce(kafka_broker, topic, [Record(None, v) for v in [*good, b"{oops", b"[1]"]])
+    port = _free_port()
+    cfg = KafkaJobConfig.load(None, overrides={
+        "kafka.topic": topic, "kafka.bootstrap_servers": "set-by-test", "table.name": "default.ev",
+        "table.columns": "id bigint, user_name string, amount decimal(10,2), event_time timestamp",
+        "table.partitioned_by": "ds string", "warehouse": str(tmp_path / "wh"),
+        "checkpoint": str(tmp_path / "ckpt"), "sink.dead_letter_path": str(tmp_path / "dead"),
+        "trigger.available_now": False, "trigger.processing_time": "1 second",
+        "job.metrics_port": port,
+    }, env={})  # fmt: skip
+    seen: list[BatchSummary] = []
+    caught_up = threading.Event()
+    result: list[JobResult | BaseException] = []
+
+    def on_batch(s: BatchSummary) -> None:
+        seen.append(s)
+        if sum(x.events for x in seen) >= sent:
+            caught_up.set()
+
+    def job() -> None:
+        try:
+            result.append(
+                run_kafka_job(cfg, bootstrap=kafka_broker.bootstrap, spark=spark, on_batch=on_batch)
+            )
+        except BaseException as e:  # handed to the test thread
+            result.append(e)
+            caught_up.set()
+
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    try:
+        assert caught_up.wait(600) and not result, result
+        m = _scrape(port)
+    finally:
+        for q in spark.streams.active:
+            q.stop()
+        thread.join(120)
+    assert m[("acidstream_job_rows_total", ())] == 300
+    assert m[("acidstream_job_bad_records_total", ())] == 2
+    assert m[("acidstream_job_events_total", ())] == sent
+    assert ("acidstream_job_upserts_total", ()) not in m
+    assert m[("acidstream_job_freshness_seconds_count", ())] == 300  # a Kafka timestamp per row
+    lag = {k[1]: v for k, v in m.items() if k[0] == "acidstream_job_consumer_lag"}
+    assert lag == {
+        (("partition", "0"), ("topic", topic)): 0,
+        (("partition", "1"), ("topic", topic)): 0,
+    }
+    assert result and isinstance(result[0], JobResult) and result[0].rows == 300
