@@ -175,7 +175,10 @@ def lookup_partition(
             sizes.append(f.logical_length)
     # Files are looked up in threads when they are large enough on average for pyarrow's
     # and zlib's GIL-free decoding to beat the per-file Python (as the full reader does).
-    threads = READ_THREADS if sum(sizes) >= len(sizes) * THREADED_READ_MIN_AVG_BYTES else 1
+    # Not with the bounded-memory delete registry (it is not shared between threads, as
+    # in the full reader).
+    big = sum(sizes) >= len(sizes) * THREADED_READ_MIN_AVG_BYTES
+    threads = READ_THREADS if big and not isinstance(deletes.registry, SortMergedDeletes) else 1
     results: Iterator[tuple[pa.Table | None, LookupCounts]]
     if threads > 1 and len(tasks) > 1:
         with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="key-lookup") as ex:
