@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import itertools
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -99,6 +100,16 @@ def _pool() -> ThreadPoolExecutor:
                 max(1, pa.cpu_count() - 1), thread_name_prefix="acidstream-read"
             )
         return _parts_pool
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child has none of the parent's threads: a pool made before the fork would
+    # take work and never run it. The child makes its own on first use.
+    global _parts_pool, _parts_lock
+    _parts_pool, _parts_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def read_line_parts(data: bytes, read: Callable[[pa.Buffer], pa.Table]) -> pa.Table:

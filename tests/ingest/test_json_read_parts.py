@@ -5,6 +5,8 @@ record, wherever the odd records fall: in the first part, in a later one, on a c
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Callable
 from unittest.mock import patch
 
@@ -104,3 +106,22 @@ def test_a_block_read_in_parts_matches_the_per_record_rule(odd: dict[int, bytes]
     assert block.table.num_rows + len(block.rejected) == len(lines)
     if not odd:
         assert spy.call_count == 1 and not block.rejected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is not available here")
+@pytest.mark.usefixtures("four_parts")
+def test_a_forked_child_reads_in_parts_after_its_parent_did() -> None:
+    """The parent's pool threads do not survive a fork: the child must not hand its parts
+    to that pool (they would never run), it makes its own."""
+    data = b"\n".join(_lines(12_000))
+    assert read_line_parts(data, _reader()).num_rows == 12_000  # the parent's pool is up
+    pid = os.fork()
+    if pid == 0:  # the child: killed by SIGALRM if its read hangs
+        code = 3
+        try:
+            signal.alarm(60)
+            code = 0 if read_line_parts(data, _reader()).num_rows == 12_000 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's read in parts did not end"
