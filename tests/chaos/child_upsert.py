@@ -97,6 +97,11 @@ def _result(r: Any) -> dict[str, Any]:
             "skipped_late": r.skipped_late, "write_id": r.write_id}  # fmt: skip
 
 
+def _batch_param(b: int) -> Callable[[Any], tuple[str, str]]:
+    """The ``commit_param`` of batch ``b``: its number, committed with its data."""
+    return lambda _result: (RESUME_KEY, json.dumps({"next": b + 1}))
+
+
 def _run_engine(spec: dict[str, Any], store: Any, say: Callable[[str], None]) -> None:
     from acidstream.acid.table_name import TableName
     from acidstream.mutation.changes import ChangeOptions, apply_changes
@@ -108,10 +113,7 @@ def _run_engine(spec: dict[str, Any], store: Any, say: Callable[[str], None]) ->
             say(f"batch {b} skipped")
             continue
         events = events_table(spec["batches"][b], bool(spec["partitioned"]))
-        result = apply_changes(
-            store, name, events, options,
-            commit_param=lambda _r, b=b: (RESUME_KEY, json.dumps({"next": b + 1})),
-        )  # fmt: skip
+        result = apply_changes(store, name, events, options, commit_param=_batch_param(b))
         say(f"batch {b} committed {json.dumps(_result(result))}")
 
 
