@@ -64,6 +64,7 @@ class SortedKeys:
             self.ints = np.sort(arr.astype(np.int64))
         elif pa.types.is_string(vals.type):
             self.strs = tuple(sorted(vals.to_pylist()))
+        self._str_hashes: dict[int, int] = {}
 
     def __len__(self) -> int:
         if self.ints is not None:
@@ -71,12 +72,23 @@ class SortedKeys:
         return len(self.strs) if self.strs is not None else 0
 
     @functools.cached_property
-    def hashes(self) -> np.ndarray:
-        """ORC bloom-filter hashes of the sorted keys (computed once per lookup)."""
+    def _int_hashes(self) -> np.ndarray:
+        assert self.ints is not None
+        return long_hashes(self.ints)
+
+    def hashes(self, lo: int, hi: int) -> np.ndarray:
+        """ORC bloom-filter hashes of the sorted keys ``[lo, hi)``: integers all at once
+        (vectorized), strings (hashed in Python) only those asked for, each once."""
         if self.ints is not None:
-            return long_hashes(self.ints)
+            return self._int_hashes[lo:hi]
         assert self.strs is not None
-        return np.array([string_hash(s.encode()) for s in self.strs], dtype=np.int64)
+        out = np.empty(hi - lo, dtype=np.int64)
+        for j in range(lo, hi):
+            h = self._str_hashes.get(j)
+            if h is None:
+                h = self._str_hashes[j] = string_hash(self.strs[j].encode())
+            out[j - lo] = h
+        return out
 
     def of_column(self, meta: OrcMeta, column: int) -> ColumnKeys | None:
         """These keys as keys of file column ``column``; ``None`` when the types do not
@@ -121,7 +133,7 @@ class ColumnKeys:
 
     def hashes(self, lo: int, hi: int) -> np.ndarray:
         """ORC bloom-filter hashes of the keys ``[lo, hi)``."""
-        return self.keys.hashes[lo:hi]
+        return self.keys.hashes(lo, hi)
 
 
 def stripe_may_hold(meta: OrcMeta, stripe: int, keys: Sequence[ColumnKeys]) -> bool:

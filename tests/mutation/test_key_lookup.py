@@ -263,7 +263,11 @@ def test_string_and_date_keys_of_two_columns(store: TxnStore) -> None:
             db="default",
             name="ks",
             columns=(("k", "string"), ("d", "date"), ("n", "int")),
-            parameters={"transactional": "true", "orc.row.index.stride": str(STRIDE)},
+            parameters={
+                "transactional": "true",
+                "orc.row.index.stride": str(STRIDE),
+                "orc.bloom.filter.columns": "k",  # string keys asked of bloom filters too
+            },
         )
     )
     n = 8_000
