@@ -17,8 +17,10 @@ import pyarrow.compute as pc
 
 from acidstream.acid import faults
 from acidstream.acid.errors import ConfigError
+from acidstream.acid.key_lookup import LookupCounts
 from acidstream.acid.read_plan import expression_columns
 from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate
+from acidstream.mutation.key_terms import key_terms
 from acidstream.mutation.results import MutationResult
 from acidstream.mutation.run import MutationRun
 from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
@@ -34,21 +36,39 @@ def _lower_map(schema: pa.Schema) -> dict[str, pa.Field]:
     return {f.name.lower(): f for f in schema}
 
 
+def _find_rows(
+    t: Target, where: pc.Expression | None, columns: list[str], counts: LookupCounts
+) -> pa.Table:
+    """The rows of the snapshot satisfying ``where`` with ``columns`` and ROW__ID, read
+    by the key lookup when conjuncts of ``where`` pin columns to values
+    (:func:`~acidstream.mutation.key_terms.key_terms`), whole stripes otherwise; the
+    lookup's reads are added to ``counts``."""
+    keys = key_terms(where, t.schema, exclude=t.partition_names)
+    # read_rows looks up only key columns it returns
+    cols = columns + [k for k in keys if k not in columns]
+    rows = read_rows(
+        t, t.prune(t.partitions(), where), where=where, columns=cols, keys=keys or None,
+        counts=counts,
+    )  # fmt: skip
+    extra = [k for k in keys if k not in columns]
+    return rows.drop_columns(extra) if extra else rows
+
+
 class DeletePlan:
     """A DELETE checked against the table's columns (before any txn): run it with
-    :meth:`__call__` inside :func:`~acidstream.mutation.run.run_mutation`."""
+    :meth:`__call__` inside :func:`~acidstream.mutation.run.run_mutation`.
+
+    ``counts``: what the last run's key lookup read (nothing when the predicate pins no
+    column to values)."""
 
     def __init__(self, schema: pa.Schema, where: Expr | None) -> None:
         self.where = None if where is None else compile_predicate(where, schema)
+        self.counts = LookupCounts()
 
     def __call__(self, run: MutationRun) -> MutationResult:
         t = run.target
-        rows = read_rows(
-            t,
-            t.prune(t.partitions(), self.where),
-            where=self.where,
-            columns=list(t.partition_names),
-        )
+        self.counts = LookupCounts()
+        rows = _find_rows(t, self.where, list(t.partition_names), self.counts)
         faults.point("mutation.after_find")
         n = 0
         for part, group in by_partition(t, rows):
@@ -57,7 +77,8 @@ class DeletePlan:
 
 
 class UpdatePlan:
-    """An UPDATE checked against the table's columns (before any txn)."""
+    """An UPDATE checked against the table's columns (before any txn); ``counts`` as
+    :class:`DeletePlan`'s."""
 
     def __init__(self, schema: pa.Schema, set: Mapping[str, Expr], where: Expr | None) -> None:
         if not set:
@@ -74,12 +95,12 @@ class UpdatePlan:
                 raise ConfigError(f"UPDATE sets column {f.name!r} twice")
             self.values[f.name] = compile_value(value, schema, target=f)
         self.where = None if where is None else compile_predicate(where, schema)
+        self.counts = LookupCounts()
 
     def __call__(self, run: MutationRun) -> MutationResult:
         t = run.target
-        rows = read_rows(
-            t, t.prune(t.partitions(), self.where), where=self.where, columns=self._columns(t)
-        )
+        self.counts = LookupCounts()
+        rows = _find_rows(t, self.where, self._columns(t), self.counts)
         faults.point("mutation.after_find")
         for part, group in by_partition(t, rows):
             run.files.delete_events(part, group.column(ROW_ID_COLUMN), UPDATE_STATEMENT)
