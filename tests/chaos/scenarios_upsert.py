@@ -328,8 +328,10 @@ def settle(p: Progress, run: int, start: int, out: str, finished: bool) -> None:
         now - before - 1,
     ):
         raise p.fail(f"run {run} from {start}: said committed {said}; table {before}->{now}")
-    if finished and now != len(p.batches):
-        raise p.fail(f"run {run} finished, yet the table records {now} of {len(p.batches)}")
+    if finished and (now != len(p.batches) or len(said) != now - before):
+        raise p.fail(
+            f"run {run} finished, said {said}; the table records {now} of {len(p.batches)}"
+        )
     p.committed = now
 
 
