@@ -32,7 +32,7 @@ bench: setup services
 	  echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 
 chaos: setup services
-	$(PY) -m tests.chaos.run --iterations 250 --kafka-iterations 3 --jobs 2 --report docs/chaos.md
+	$(PY) -m tests.chaos.run --iterations 250 --kafka-iterations 4 --jobs 2 --report docs/chaos.md
 
 chaos-replay: setup services  # make chaos-replay CASE=connection-batchN-kill:20001:sqlite
 	$(PY) -m tests.chaos.run --replay $(CASE)
