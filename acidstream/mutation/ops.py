@@ -10,12 +10,15 @@ their own statement's delete events.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid import faults
+from acidstream.acid.bucket_hash import bucket_numbers
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.key_lookup import LookupCounts
 from acidstream.acid.read_plan import expression_columns
@@ -30,6 +33,11 @@ __all__ = ["DELETE_STATEMENT", "UPDATE_STATEMENT", "DeletePlan", "UpdatePlan", "
 
 DELETE_STATEMENT = 0
 UPDATE_STATEMENT = 0
+
+# Bucket pruning hashes every combination of the bucketing columns' key values; past this
+# many the statement reads every bucket rather than hash them all.
+_BUCKET_COMBINATIONS = 100_000
+_HASH_CHUNK = 4_096
 
 
 def _lower_map(schema: pa.Schema) -> dict[str, pa.Field]:
@@ -48,10 +56,42 @@ def _find_rows(
     cols = columns + [k for k in keys if k not in columns]
     rows = read_rows(
         t, t.prune(t.partitions(), where), where=where, columns=cols, keys=keys or None,
-        counts=counts,
+        buckets=_buckets(t, keys), counts=counts,
     )  # fmt: skip
     extra = [k for k in keys if k not in columns]
     return rows.drop_columns(extra) if extra else rows
+
+
+def _buckets(t: Target, keys: Mapping[str, pa.Array]) -> list[int] | None:
+    """The buckets rows holding the key values are in, when the table is bucketed and
+    every bucketing column has key values (Hive's bucket pruning; a MERGE does the same
+    with its source keys); ``None``: every bucket."""
+    tab = t.table
+    if tab.num_buckets <= 0 or not tab.bucket_cols or not keys:
+        return None
+    lower = {k.lower(): v for k, v in keys.items()}
+    bcols = [c.lower() for c in tab.bucket_cols]
+    if not all(c in lower for c in bcols):
+        return None
+    values = [lower[c].to_pylist() for c in bcols]
+    if math.prod(len(v) for v in values) > _BUCKET_COMBINATIONS:
+        return None
+    types = {n.lower(): ty for n, ty in tab.schema.columns}
+    found: set[int] = set()
+    combos = itertools.product(*values)
+    # Hashing is per row: stop as soon as every bucket is hit (then nothing is pruned).
+    while chunk := list(itertools.islice(combos, _HASH_CHUNK)):
+        found.update(
+            bucket_numbers(
+                chunk,
+                [types[c] for c in bcols],
+                tab.num_buckets,
+                bucketing_version=tab.bucketing_version,
+            )
+        )
+        if len(found) == tab.num_buckets:
+            return None
+    return sorted(found)
 
 
 class DeletePlan:

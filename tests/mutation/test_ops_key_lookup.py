@@ -34,7 +34,8 @@ from acidstream.txn.catalog import TableDef
 from acidstream.txn.compaction_sql import CompactionQueue
 from acidstream.txn.locks import DataOperationType
 from acidstream.txn.store import TxnStore
-from tests.mutation.conftest import rows_of
+from tests.ingest.conftest import MakeTable
+from tests.mutation.conftest import Insert, rows_of
 
 STRIDE = 1_000
 ROWS = 20_000  # one base file of 20 row groups
@@ -242,3 +243,27 @@ def test_key_terms_of_ten_thousand_keys_are_one_array() -> None:
     keys = np.random.default_rng(1).choice(10**7, 10_000, replace=False)
     got = _terms(f"id IN ({', '.join(map(str, keys))})")
     assert got == {"id": sorted(int(k) for k in keys)}
+
+
+def test_a_bucketed_table_reads_only_the_buckets_of_the_keys(
+    make_table: MakeTable, insert: Insert, store: TxnStore, handle: Callable[[str], Table]
+) -> None:
+    """Bucketed on ``id``: ``id IN (...)`` reads the files of the buckets its keys hash
+    to; a row whose UPDATE set its id moved to its new id's bucket and is found there."""
+    make_table("bk", "id bigint, v string", buckets=("id", 8))
+    insert("bk", [{"id": i, "v": f"v{i}"} for i in range(400)])
+    model = {i: f"v{i}" for i in range(400)}
+    _, full = _run(store, "bk", "delete", "id = 1 OR id = 2")  # no terms: every bucket
+    del model[1], model[2]
+    assert full.files == 0
+    res, counts = _run(store, "bk", "delete", "id IN (5, 6)")
+    assert res.rows_deleted == 2 and 1 <= counts.files <= 2, counts.text()
+    del model[5], model[6]
+    t = handle("bk")
+    assert t.update(set={"id": "id + 1000"}, where="id = 7").rows_updated == 1
+    model[1007] = model.pop(7)
+    res, counts = _run(store, "bk", "delete", "id = 1007")
+    # that bucket's file of the insert and of the UPDATE's delta; of nine data files
+    assert res.rows_deleted == 1 and counts.files == 2, counts.text()
+    del model[1007]
+    assert rows_of(t.read(), ["id", "v"]) == sorted(model.items())
