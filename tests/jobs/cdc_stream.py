@@ -168,10 +168,14 @@ class DebeziumLog:
                 out.extend(recs)  # a producer retry: the same records again
         return out
 
-    def orphan_tombstones(self, n: int) -> list[Record]:
-        """Tombstones alone (their delete compacted away): each deletes a live key."""
+    def orphan_tombstones(self, n: int, *, after_update: bool = False) -> list[Record]:
+        """Tombstones alone (their delete compacted away): each deletes a live key; with
+        ``after_update`` each follows an update of its key (a tombstone is newer than
+        everything before it in its partition)."""
         out = []
         for k in self.rng.sample(sorted(self.live), min(n, len(self.live))):
+            if after_update:
+                out.extend(self.update(k))
             self.lsn += 1
             self.latest[k] = (self.lsn, None)
             self.live.pop(k)
