@@ -66,6 +66,7 @@ __all__ = [
     "ChangeParser",
     "ChangeSpec",
     "ParsedChanges",
+    "order_tombstones",
 ]
 
 CHANGE_FORMATS = ("debezium", "json")
@@ -754,3 +755,37 @@ def _join(arr: pa.Array) -> bytes:
     """The records of a binary array joined by newlines, without a Python object per row."""
     one = pa.ListArray.from_arrays(pa.array([0, len(arr)], pa.int32()), arr.cast(pa.binary()))
     return bytes(pc.binary_join(one, b"\n")[0].as_buffer())
+
+
+def order_tombstones(events: pa.Table, key: Sequence[str], ordering: str | None) -> pa.Table:
+    """Give a tombstone that is alone in its batch the largest ordering value.
+
+    Driver side, on all of a micro-batch's events (the tasks' collapsed events) before the
+    final collapse. A tombstone (a delete without an ordering value) sorts first among its
+    key's events, so the delete it follows, or a later re-insert, decides. A tombstone with
+    no other event of its key in the batch gets the largest value instead: a compacted
+    topic keeps the tombstone and drops the delete, and the key must still be deleted,
+    also under ``ordering_guard`` (where a NULL ordering would count as late).
+    """
+    if ordering is None or not events.num_rows:
+        return events
+    o = events.column(ordering).combine_chunks()
+    if not pa.types.is_integer(o.type):
+        return events  # only Debezium has tombstones, and its orderings are integers
+    tomb = _mask(events.column(DELETE_COLUMN).combine_chunks()) & ~_mask(o.is_valid())
+    if not tomb.any():
+        return events
+    seq = "__acid_row"
+    keyed = events.select(list(key)).append_column(seq, pa.array(np.arange(events.num_rows)))
+    others = keyed.filter(pa.array(~tomb)).select(list(key))
+    alone = keyed.filter(pa.array(tomb)).join(
+        others.group_by(list(key)).aggregate([]), keys=list(key), join_type="left anti"
+    )
+    rows = alone.column(seq).to_numpy()
+    if not len(rows):
+        return events
+    mask = np.zeros(events.num_rows, dtype=bool)
+    mask[rows] = True
+    top = pa.scalar(np.iinfo(o.type.to_pandas_dtype()).max, o.type)
+    i = events.column_names.index(ordering)
+    return events.set_column(i, ordering, pc.if_else(pa.array(mask), top, o))

@@ -35,7 +35,12 @@ import numpy as np
 
 from acidstream.acid import faults
 from acidstream.acid.errors import ConfigError, SerializationError
-from acidstream.ingest.change_events import EVENT_TIME_COLUMN, ChangeParser, ChangeSpec
+from acidstream.ingest.change_events import (
+    EVENT_TIME_COLUMN,
+    ChangeParser,
+    ChangeSpec,
+    order_tombstones,
+)
 from acidstream.mutation.changes import ChangeOptions, ChangeResult, apply_changes, collapse
 from acidstream.sinks.foreach_batch import (
     AcidSink,
@@ -287,8 +292,10 @@ class UpsertSink(AcidSink):
             if r["offsets"]:
                 offsets = _merge_offsets(offsets, json.loads(r["offsets"]))
         events = pa.concat_tables(pieces) if pieces else None
-        if events is not None and len(pieces) > 1:
-            events = collapse(events, change)
+        if events is not None:
+            events = order_tombstones(events, change.key, change.ordering)
+            if len(pieces) > 1:
+                events = collapse(events, change)
         if events is None:
             events = _parser(plan).events_schema.empty_table()
         times = events.column(EVENT_TIME_COLUMN).to_numpy(zero_copy_only=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ from acidstream.ingest.change_events import (
     ChangeParser,
     ChangeSpec,
     ParsedChanges,
+    order_tombstones,
 )
 from acidstream.ingest.record_json import StrictJsonWriter
 from acidstream.mutation.changes import DELETE_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN
@@ -48,7 +50,10 @@ def dbz(
 
 
 def kafka(
-    values: list[bytes | None], keys: list[bytes | None] | None = None, *, partition: int = 3
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    *,
+    partition: int = 3,
 ) -> pa.Table:
     n = len(values)
     return pa.table({
@@ -216,3 +221,30 @@ def test_configuration_errors_name_the_option() -> None:
         parser(ordering="source.name")  # the table's 'name' is a string
     with pytest.raises(ConfigError):
         ChangeParser(ChangeSpec(format="json", key=("id",), delete_when="nope = 1"), SCHEMA)
+
+
+def test_a_tombstone_alone_in_its_batch_takes_the_largest_ordering() -> None:
+    """Alone in the batch (a compacted topic dropped its delete): the largest value, so it
+    deletes under ordering_guard too. With other events of its key (the delete it follows,
+    a later re-insert): NULL, so it sorts first and they decide."""
+    p = parser(ordering="source.lsn")
+    values = [
+        dbz("d", before={"id": 1}, lsn=5),  # then its tombstone
+        None,
+        None,  # id 2: a tombstone alone
+        None,  # id 3: a tombstone, then a re-insert
+        dbz("c", after={"id": 3}, lsn=9),
+    ]
+    keys = [b'{"id": 1}', b'{"id": 1}', b'{"id": 2}', b'{"id": 3}', b'{"id": 3}']
+    got = p.parse(kafka(values, keys))
+    assert rows(got, "id", "lsn") == [(1, 5), (1, None), (2, None), (3, None), (3, 9)]
+    filled = order_tombstones(got.events, ("id",), "lsn")
+    assert rows(ParsedChanges(filled, (), 5), "id", "lsn", DELETE_COLUMN) == [
+        (1, 5, True), (1, None, True), (2, 2**63 - 1, True), (3, None, True), (3, 9, False)
+    ]  # fmt: skip
+    # ORDERING_COLUMN (an ordering that is no table column) alike
+    q = parser(ordering="source.scn")
+    alone = order_tombstones(
+        q.parse(kafka([None], [b'{"id": 7}'])).events, ("id",), ORDERING_COLUMN
+    )
+    assert alone.column(ORDERING_COLUMN).to_pylist() == [2**63 - 1]

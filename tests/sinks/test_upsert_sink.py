@@ -488,3 +488,21 @@ def test_a_partitioned_table_moves_a_row_whose_partition_value_changes(
     cols = ("id", "v", "region")
     assert sorted(zip(*(got.column(c).to_pylist() for c in cols), strict=True)) == [(1, "a2", "us")]
     sink.close()
+
+
+def test_a_tombstone_alone_deletes_its_key_also_under_the_ordering_guard(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    """A compacted topic keeps a deleted key's tombstone and drops its delete event: the
+    tombstone alone must delete the key, whatever the row's ordering."""
+    sink = _sink(env, ordering_guard=True)
+    sink(_df(spark, [{"id": 1, "v": "a", "op": "c", "lsn": 10, "partition": 0, "offset": 0},
+                     {"id": 2, "v": "b", "op": "c", "lsn": 11, "partition": 0, "offset": 1}]), 0)  # fmt: skip
+    tomb: list[Event] = [
+        {"id": 1, "v": None, "op": "tombstone", "lsn": 0, "partition": 0, "offset": 2}
+    ]
+    sink(_df(spark, tomb), 1)
+    stats = sink.last_batch_stats
+    assert (stats["deletes"], stats["skipped_late"]) == (1, 0)
+    assert _table(env["store"]) == [(2, "b", 11)]
+    sink.close()
