@@ -395,7 +395,10 @@ def job_run(
     topic: str = TOPIC, table: str = TABLE, profile: int | None = None,
 ) -> Run:  # fmt: skip
     """Ours: the Kafka job in upsert mode (``run_kafka_job``), the compactor off (the Delta
-    way runs none either). Per-batch commits and event times come from the sink's stats."""
+    way runs none either). Per-batch commits and event times come from the sink's stats:
+    its ``event_times_ms`` hold one time per key applied (the last event of each key in the
+    batch), where the ``foreachBatch`` runs keep every event's; with 100,000-event batches
+    over a 1M key space few keys repeat in a batch, so the two nearly agree."""
     from acidstream.jobs import kafka_job
     from acidstream.jobs.config import KafkaJobConfig
 
