@@ -111,7 +111,9 @@ class DeleteIndex:
         if len(r) > 1:
             # One delta's events are in key order as Hive writes them; several deltas' are
             # not, so sort (stable: equal keys stay together for the max below).
-            order = np.lexsort((r, b, o))
+            # The bucket property as unsigned 32 bits, the order of the packed (o, b)
+            # that ``deleted`` searches (a negative int32 property sorts last).
+            order = np.lexsort((r, b & 0xFFFFFFFF, o))
             o, b, r, k = o[order], b[order], r[order], k[order]
             new = np.empty(len(r), dtype=np.bool_)
             new[0] = True
@@ -130,9 +132,13 @@ class DeleteIndex:
             ends_l = [*cut.tolist(), len(r)]
             for s, e in zip(starts_l, ends_l, strict=True):
                 self._groups[(int(o[s]), int(b[s]))] = (s, e)
-        self.min_key: tuple[int, int, int] | None = (
-            (int(o[0]), int(b[0]), int(r[0])) if len(r) else None
-        )
+        # The smallest key as AcidKey tuples compare (signed bucket property).
+        self.min_key: tuple[int, int, int] | None = None
+        if len(r):
+            o0 = int(o.min())
+            at = o == o0
+            b0 = int(b[at].min())
+            self.min_key = (o0, b0, int(r[at & (b == b0)].min()))
         self._packed = self._pack_events(o, b, r)
 
     # -- qualifying order
