@@ -757,15 +757,24 @@ def _join(arr: pa.Array) -> bytes:
     return bytes(pc.binary_join(one, b"\n")[0].as_buffer())
 
 
-def order_tombstones(events: pa.Table, key: Sequence[str], ordering: str | None) -> pa.Table:
-    """Give a tombstone that is alone in its batch the largest ordering value.
+def order_tombstones(
+    events: pa.Table, key: Sequence[str], ordering: str | None, *, alone: bool = True
+) -> pa.Table:
+    """Give each tombstone (a delete without an ordering value) the ordering of its place
+    in its Kafka partition: a tombstone deletes its key *there*.
 
-    Driver side, on all of a micro-batch's events (the tasks' collapsed events) before the
-    final collapse. A tombstone (a delete without an ordering value) sorts first among its
-    key's events, so the delete it follows, or a later re-insert, decides. A tombstone with
-    no other event of its key in the batch gets the largest value instead: a compacted
-    topic keeps the tombstone and drops the delete, and the key must still be deleted,
-    also under ``ordering_guard`` (where a NULL ordering would count as late).
+    - After events of its key in its partition (lower offsets): their greatest ordering.
+      It ties with the newest of them and wins on its offset: the update or delete it
+      follows is replaced by the delete.
+    - No other event of its key at all (``alone``: a compacted topic kept the tombstone
+      and dropped the delete): the ordering type's largest value, so it deletes the key,
+      also under ``ordering_guard`` (where a NULL ordering counts as late).
+    - Otherwise (its key's other events all come after it) it stays NULL: it sorts
+      first, and those later events decide.
+
+    The driver calls it on all of the batch's events: the tasks' collapsed events and
+    their tombstones (which the tasks do not collapse). ``alone=False`` leaves a lone
+    tombstone NULL.
     """
     if ordering is None or not events.num_rows:
         return events
@@ -775,17 +784,42 @@ def order_tombstones(events: pa.Table, key: Sequence[str], ordering: str | None)
     tomb = _mask(events.column(DELETE_COLUMN).combine_chunks()) & ~_mask(o.is_valid())
     if not tomb.any():
         return events
-    seq = "__acid_row"
-    keyed = events.select(list(key)).append_column(seq, pa.array(np.arange(events.num_rows)))
-    others = keyed.filter(pa.array(~tomb)).select(list(key))
-    alone = keyed.filter(pa.array(tomb)).join(
-        others.group_by(list(key)).aggregate([]), keys=list(key), join_type="left anti"
-    )
-    rows = alone.column(seq).to_numpy()
-    if not len(rows):
+    n = events.num_rows
+    cols = [*key, PARTITION_COLUMN, OFFSET_COLUMN]
+    order = pc.sort_indices(events.select(cols), sort_keys=[(c, "ascending") for c in cols])
+    order = order.to_numpy()
+    sorted_keys = events.select([*key, PARTITION_COLUMN]).take(pa.array(order))
+    same_key = np.ones(n, dtype=bool)  # sorted row i has sorted row i-1's key
+    same_key[0] = False
+    same_part = same_key.copy()
+    for c in sorted_keys.column_names:
+        a = sorted_keys.column(c).combine_chunks()
+        eq = pc.equal(a.slice(1), a.slice(0, n - 1))
+        if c == PARTITION_COLUMN:  # two NULL partitions (no Kafka) are one
+            eq = pc.or_kleene(eq, pc.and_(a.slice(1).is_null(), a.slice(0, n - 1).is_null()))
+            same_part[1:] &= _mask(eq)
+        else:
+            same_key[1:] &= _mask(eq)
+    same_part &= same_key
+    stomb = tomb[order]
+    valid = _mask(o.is_valid())[order] & ~stomb
+    low = np.iinfo(np.int64).min
+    vals = np.where(valid, pc.fill_null(o, 0).to_numpy(zero_copy_only=False)[order], low)
+    part_start = np.maximum.accumulate(np.where(~same_part, np.arange(n), 0))
+    key_id = np.cumsum(~same_key) - 1
+    others = np.bincount(key_id, weights=valid.astype(np.int64), minlength=int(key_id[-1]) + 1)
+    top = int(np.iinfo(o.type.to_pandas_dtype()).max)
+    filled = np.zeros(n, dtype=np.int64)
+    set_at = np.zeros(n, dtype=bool)
+    for i in np.flatnonzero(stomb).tolist():  # one step per tombstone, never per event
+        before = vals[part_start[i] : i]
+        if len(before) and before.max() > low:
+            filled[i], set_at[i] = before.max(), True
+        elif alone and others[key_id[i]] == 0:
+            filled[i], set_at[i] = top, True
+    if not set_at.any():
         return events
-    mask = np.zeros(events.num_rows, dtype=bool)
-    mask[rows] = True
-    top = pa.scalar(np.iinfo(o.type.to_pandas_dtype()).max, o.type)
-    i = events.column_names.index(ordering)
-    return events.set_column(i, ordering, pc.if_else(pa.array(mask), top, o))
+    back = np.empty(n, dtype=np.int64)
+    back[order] = np.arange(n)
+    new = pc.if_else(pa.array(set_at[back]), pa.array(filled[back]).cast(o.type), o)
+    return events.set_column(events.column_names.index(ordering), ordering, new)

@@ -90,6 +90,7 @@ def _parse_task(plan: _ParsePlan, batches: Iterator[Any]) -> Iterator[Any]:
     """Executor side: parse this task's records into change events (one Arrow IPC blob,
     collapsed per key), dead-letter the bad ones, and track the Kafka offsets."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark import TaskContext
 
     from acidstream.ingest.dead_letter import DeadLetterWriter
@@ -149,13 +150,39 @@ def _parse_task(plan: _ParsePlan, batches: Iterator[Any]) -> Iterator[Any]:
     events = pa.concat_tables(pieces) if pieces else parser.events_schema.empty_table()
     n_events = events.num_rows
     if n_events:
-        events = collapse(events, options)  # keeps every column: the driver collapses again
+        # Each key's last event, tombstones aside: what a tombstone stands for depends on
+        # its key's events of the whole batch (order_tombstones, on the driver), and the
+        # winner of every task's events is all it needs of them.
+        tomb = _tombstones(events, plan.ordering)
+        if tomb is not None:
+            events = pa.concat_tables(
+                [collapse(events.filter(pc.invert(tomb)), options), events.filter(tomb)]
+            )
+        else:
+            events = collapse(events, options)  # keeps every column: the driver collapses again
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, events.schema) as w:
         w.write_table(events)
     out = {"events": sink.getvalue(), "n_events": n_events, "rows": rows, "bad": bad,
            "offsets": json.dumps(offsets), "dead_letter": dead.path if dead is not None and dead.count else ""}  # fmt: skip
     yield pa.RecordBatch.from_pylist([out], schema=_task_arrow_schema())
+
+
+def _tombstones(events: Any, ordering: str | None) -> Any:
+    """Executor side: the mask of the tombstones (deletes without an ordering value), or
+    None when there are none (or no ordering: then Kafka order places them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from acidstream.mutation.changes import DELETE_COLUMN
+
+    if ordering is None:
+        return None
+    mask = pc.and_(
+        pc.fill_null(events.column(DELETE_COLUMN), False), events.column(ordering).is_null()
+    )
+    mask = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
+    return mask if pc.any(mask).as_py() else None
 
 
 def _task_arrow_schema() -> Any:
@@ -293,9 +320,7 @@ class UpsertSink(AcidSink):
                 offsets = _merge_offsets(offsets, json.loads(r["offsets"]))
         events = pa.concat_tables(pieces) if pieces else None
         if events is not None:
-            events = order_tombstones(events, change.key, change.ordering)
-            if len(pieces) > 1:
-                events = collapse(events, change)
+            events = collapse(order_tombstones(events, change.key, change.ordering), change)
         if events is None:
             events = _parser(plan).events_schema.empty_table()
         times = events.column(EVENT_TIME_COLUMN).to_numpy(zero_copy_only=False)

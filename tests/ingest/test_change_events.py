@@ -223,28 +223,38 @@ def test_configuration_errors_name_the_option() -> None:
         ChangeParser(ChangeSpec(format="json", key=("id",), delete_when="nope = 1"), SCHEMA)
 
 
-def test_a_tombstone_alone_in_its_batch_takes_the_largest_ordering() -> None:
-    """Alone in the batch (a compacted topic dropped its delete): the largest value, so it
-    deletes under ordering_guard too. With other events of its key (the delete it follows,
-    a later re-insert): NULL, so it sorts first and they decide."""
+def test_a_tombstone_takes_the_ordering_of_its_place_in_its_partition() -> None:
+    """After its key's events in its partition: their greatest ordering (it then wins on
+    its offset); alone in the batch (a compacted topic dropped its delete): the largest
+    value, so it deletes under ordering_guard too; before its key's later events: NULL,
+    so they decide."""
     p = parser(ordering="source.lsn")
     values = [
-        dbz("d", before={"id": 1}, lsn=5),  # then its tombstone
-        None,
+        dbz("u", after={"id": 1}, lsn=7),
+        dbz("d", before={"id": 1}, lsn=5),  # out of order: 7 is the newest before it
+        None,  # id 1's tombstone
         None,  # id 2: a tombstone alone
         None,  # id 3: a tombstone, then a re-insert
         dbz("c", after={"id": 3}, lsn=9),
     ]
-    keys = [b'{"id": 1}', b'{"id": 1}', b'{"id": 2}', b'{"id": 3}', b'{"id": 3}']
+    keys = [b'{"id": 1}', b'{"id": 1}', b'{"id": 1}', b'{"id": 2}', b'{"id": 3}', b'{"id": 3}']
     got = p.parse(kafka(values, keys))
-    assert rows(got, "id", "lsn") == [(1, 5), (1, None), (2, None), (3, None), (3, 9)]
+    assert rows(got, "id", "lsn") == [(1, 7), (1, 5), (1, None), (2, None), (3, None), (3, 9)]
+    top = 2**63 - 1
     filled = order_tombstones(got.events, ("id",), "lsn")
-    assert rows(ParsedChanges(filled, (), 5), "id", "lsn", DELETE_COLUMN) == [
-        (1, 5, True), (1, None, True), (2, 2**63 - 1, True), (3, None, True), (3, 9, False)
+    assert rows(ParsedChanges(filled, (), 6), "id", "lsn", DELETE_COLUMN) == [
+        (1, 7, False), (1, 5, True), (1, 7, True), (2, top, True), (3, None, True), (3, 9, False)
     ]  # fmt: skip
+    # A task (alone=False) leaves the lone tombstone to the driver, which sees the batch.
+    task = order_tombstones(got.events, ("id",), "lsn", alone=False)
+    assert task.column("lsn").to_pylist()[2:4] == [7, None]
+    # Events of the key in another partition are not before it.
+    other = p.parse(kafka([None], [b'{"id": 3}'], partition=4)).events
+    both = order_tombstones(pa.concat_tables([got.events, other]), ("id",), "lsn")
+    assert both.column("lsn").to_pylist()[-1] is None
     # ORDERING_COLUMN (an ordering that is no table column) alike
     q = parser(ordering="source.scn")
     alone = order_tombstones(
         q.parse(kafka([None], [b'{"id": 7}'])).events, ("id",), ORDERING_COLUMN
     )
-    assert alone.column(ORDERING_COLUMN).to_pylist() == [2**63 - 1]
+    assert alone.column(ORDERING_COLUMN).to_pylist() == [top]

@@ -108,18 +108,24 @@ def _table(store: TxnStore) -> list[tuple[Any, ...]]:
 
 def _fold(model: dict[int, tuple[str | None, int]], batch: list[Event], *, guard: bool) -> int:
     """The batch applied to the model: per key the last event by (lsn, partition, offset)
-    (a tombstone has no lsn: it sorts first); with ``guard`` an event older than the
-    model's row is skipped. Returns the number of late events skipped."""
-    last: dict[int, tuple[tuple[int, int, int], Event]] = {}
+    (a tombstone stands at its Kafka place: ``order_tombstones``); with ``guard`` an event
+    older than the model's row is skipped. Returns the number of late events skipped."""
+    last: dict[int, tuple[tuple[float, int, int], Event]] = {}
     for e in batch:
-        lsn = -1 if e["op"] == "tombstone" else e["lsn"]
+        lsn: float = e["lsn"]
+        if e["op"] == "tombstone":
+            # At its Kafka place: the newest event of its key before it in its partition,
+            # else (alone in the batch) newer than anything, else first.
+            key_events = [x for x in batch if x["id"] == e["id"] and x["op"] != "tombstone"]
+            before = [x["lsn"] for x in key_events
+                      if x["partition"] == e["partition"] and x["offset"] < e["offset"]]  # fmt: skip
+            lsn = max(before) if before else -1 if key_events else float("inf")
         k = (lsn, e["partition"], e["offset"])
         if e["id"] not in last or k >= last[e["id"]][0]:
             last[e["id"]] = (k, e)
     late = 0
-    for key, (_, e) in last.items():
-        lsn = None if e["op"] == "tombstone" else e["lsn"]
-        if guard and key in model and lsn is not None and lsn < model[key][1]:
+    for key, (k, e) in last.items():
+        if guard and key in model and k[0] < model[key][1]:
             late += 1
             continue
         if e["op"] in ("d", "tombstone"):
