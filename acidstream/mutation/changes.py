@@ -220,6 +220,7 @@ class ChangePlan:
             deleted=merged.rows_deleted,
             absent_deletes=int(np.count_nonzero(deletes & ~matched)),
             skipped_late=int(np.count_nonzero(matched)) - merged.rows_updated - merged.rows_deleted,
+            txn_id=run.txn_id,
             write_id=run.write_id,
         )
 
@@ -231,6 +232,7 @@ def apply_changes(
     options: ChangeOptions,
     *,
     commit_param: Callable[[ChangeResult], tuple[str, str]] | None = None,
+    agent_info: str | None = None,
 ) -> ChangeResult:
     """Apply change events to table ``name`` in one txn (see the module's docstring).
 
@@ -241,6 +243,9 @@ def apply_changes(
         options: key, ordering, guard, retries.
         commit_param: given the result, the ``(table parameter, value)`` stored
             atomically with the commit (a sink's offsets and batch id: exactly once).
+        agent_info: recorded with the txn (default ``acidstream-mutation``): a writer
+            that restarts after a crash finds (and aborts) its dead txn by it, instead of
+            waiting for the metastore's timeout to release the EXCL_WRITE lock.
 
     Raises:
         ConfigError: a key or ordering column missing, a NULL key; nothing written.
@@ -258,4 +263,5 @@ def apply_changes(
         lock_wait_s=options.lock_wait_s,
         exclusive=True,
         commit_param=commit_param,
+        agent_info=agent_info,
     )

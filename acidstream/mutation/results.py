@@ -70,6 +70,7 @@ class ChangeResult:
             (existing keys), removed.
         absent_deletes: deletes of keys the table does not hold (no-ops, counted).
         skipped_late: events older than the row in the table (``ordering_guard``), left out.
+        txn_id: the txn that committed the changes.
         write_id, files_written, partitions, seconds, attempts, replayed: as
             :class:`MutationResult`.
     """
@@ -81,6 +82,7 @@ class ChangeResult:
     deleted: int = 0
     absent_deletes: int = 0
     skipped_late: int = 0
+    txn_id: int = 0
     write_id: int
     files_written: tuple[str, ...] = ()
     partitions: tuple[str, ...] = ()

@@ -103,6 +103,7 @@ def run_mutation(
     lock_wait_s: float = 60.0,
     exclusive: bool = False,
     commit_param: Callable[[R], tuple[str, str]] | None = None,
+    agent_info: str | None = None,
 ) -> R:
     """Run ``body`` in a txn of its own and commit what it wrote; return its result with
     ``write_id``, ``files_written``, ``partitions``, ``seconds`` and ``attempts`` filled in.
@@ -113,6 +114,7 @@ def run_mutation(
     :class:`~acidstream.txn.batch.TransactionBatch`). ``commit_param``: given the
     result, a ``(table parameter, value)`` stored atomically with the commit (and
     overwritten by the next one: a sink's progress); not with ``idempotency_key``.
+    ``agent_info``: recorded with the txn (default ``acidstream-mutation``).
 
     Raises:
         CommitConflictError: another mutation of a partition written committed first, and
@@ -135,8 +137,9 @@ def run_mutation(
         attempt += 1
         try:
             result = _attempt(
-                store, name, operation, body, param, lock_wait_s, exclusive, commit_param
-            )
+                store, name, operation, body, param, lock_wait_s, exclusive, commit_param,
+                agent_info or AGENT,
+            )  # fmt: skip
         except CommitKeyExistsError as e:
             # The same key committed by a concurrent run (ours was aborted, its files
             # removed): that run's result is the statement's result.
@@ -191,6 +194,7 @@ def _attempt(
     lock_wait_s: float,
     exclusive: bool = False,
     commit_param: Callable[[R], tuple[str, str]] | None = None,
+    agent_info: str = AGENT,
 ) -> R:
     table = store.get_table(name.db, name.table)
     batch = TransactionBatch(
@@ -201,7 +205,7 @@ def _attempt(
         exclusive=exclusive,
         dynamic=table.is_partitioned,
         lock_wait_s=lock_wait_s,
-        agent_info=AGENT,
+        agent_info=agent_info,
     )
     files: MutationFiles | None = None
     committed = False  # or perhaps committed: the files must stay

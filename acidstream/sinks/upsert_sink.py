@@ -331,19 +331,23 @@ class UpsertSink(AcidSink):
 
         def commit_param(result: ChangeResult) -> tuple[str, str]:
             value = {"sink_id": opts.sink_id, "lineage": self.lineage, "batch_id": batch_id,
-                     "offsets": offsets, "write_ids": [result.write_id, result.write_id], "txn_ids": [],
-                     "rows": rows, "bad_records": bad, "mode": "upsert", "events": n_events,
+                     "offsets": offsets, "write_ids": [result.write_id, result.write_id],
+                     "txn_ids": [result.txn_id, result.txn_id], "rows": rows, "bad_records": bad, "mode": "upsert", "events": n_events,
                      "inserted": result.inserted, "updated": result.updated, "deletes": result.deleted,
                      "absent_deletes": result.absent_deletes, "skipped_late": result.skipped_late}  # fmt: skip
             faults.point("upsert.before_commit")
             return opts.meta_key, json.dumps(value)
 
-        result = apply_changes(store, self.name, events, change, commit_param=commit_param)
+        # The sink's agent on the txn: recover() at the next start aborts it if this driver
+        # dies holding it (else its EXCL_WRITE lock would wait out the metastore's timeout).
+        result = apply_changes(
+            store, self.name, events, change, commit_param=commit_param, agent_info=self.agent
+        )
         committed_at = time.time()
         faults.point("upsert.after_commit")
         self.batches_committed += 1
         self.last_batch_stats = {
-            "batch_id": batch_id, "txn_ids": [], "write_ids": [result.write_id, result.write_id],
+            "batch_id": batch_id, "txn_ids": [result.txn_id, result.txn_id], "write_ids": [result.write_id, result.write_id],
             "rows": rows, "bad_records": bad, "files": len(result.files_written),
             "partitions": list(result.partitions), "seconds": time.monotonic() - t0,
             "events": n_events, "upserts": result.upserts, "inserted": result.inserted,

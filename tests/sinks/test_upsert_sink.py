@@ -512,3 +512,32 @@ def test_a_tombstone_alone_deletes_its_key_also_under_the_ordering_guard(
     assert (stats["deletes"], stats["skipped_late"]) == (1, 0)
     assert _table(env["store"]) == [(2, "b", 11)]
     sink.close()
+
+
+def test_a_restarted_sink_aborts_the_txn_a_dead_driver_left_holding_the_lock(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    """A driver killed inside a batch leaves its txn open with the table's EXCL_WRITE
+    lock. The next sink of that id (a new driver) finds the txn by its agent and aborts
+    it at start, so its first batch does not wait out the metastore's txn timeout."""
+    from acidstream.acid.table_name import TableName
+    from acidstream.txn.batch import TransactionBatch
+    from acidstream.txn.locks import DataOperationType
+    from acidstream.txn.store import TxnState
+
+    dead = _sink(env)
+    store = env["store"]
+    left = TransactionBatch(
+        open_store(env["url"]), TableName("default", "cdc"), size=1,
+        operation=DataOperationType.UPDATE, exclusive=True, agent_info=dead.agent,
+    )  # fmt: skip
+    left.begin_next()  # holds EXCL_WRITE; its process "dies" (never commits or aborts)
+    sink = _sink(env, sink_id="cdc1")
+    assert sink.agent == dead.agent
+    sink(_df(spark, [{"id": 1, "v": "a", "op": "c", "lsn": 1, "partition": 0, "offset": 0}]), 0)
+    assert _table(store) == [(1, "a", 1)]
+    assert store.txn_state(left.txn_ids[0]) is TxnState.ABORTED
+    assert sink.last_batch_stats["txn_ids"][0] > left.txn_ids[0]
+    sink.close()
+    left.close()
+    left.store.close()
