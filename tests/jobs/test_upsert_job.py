@@ -133,22 +133,7 @@ def test_upsert_job_keeps_the_table_equal_to_the_fold_through_restarts(
     assert _hive_23_rows(spark, cfg) == {(i, r["name"]) for i, r in table.items()}
 
 
-def _tombstone_fix_landed() -> bool:
-    from acidstream.ingest import change_events
-
-    return hasattr(change_events, "order_tombstones")
-
-
-@pytest.mark.parametrize(
-    "guard",
-    [
-        False,
-        pytest.param(True, marks=pytest.mark.xfail(
-            condition=not _tombstone_fix_landed(), strict=True,
-            reason="reported: with ordering_guard a tombstone alone (no ordering value) was "
-            "counted late and never deleted; helper C1's order_tombstones fixes it")),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("guard", [False, True])
 def test_a_tombstone_alone_deletes_its_key(
     spark: Any, kafka_broker: Any, tmp_path: Path, guard: bool
 ) -> None:
@@ -168,9 +153,6 @@ def test_a_tombstone_alone_deletes_its_key(
     assert _total(seen, "deletes") == 6
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reported: a tombstone after an update of its key in one batch does not delete it (the "
-    "update wins: the tombstone has no ordering and sorts first); remove this mark when fixed"))  # fmt: skip
 def test_a_tombstone_after_an_update_of_its_key_in_one_batch_deletes_it(
     spark: Any, kafka_broker: Any, tmp_path: Path
 ) -> None:
