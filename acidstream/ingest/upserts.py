@@ -47,7 +47,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid.errors import (
-    CommitConflictError,
     CommitStateUnknownError,
     ConfigError,
     SerializationError,
@@ -64,7 +63,7 @@ from acidstream.ingest.stats import StatsCounter
 from acidstream.ingest.streaming_options import BlockResult
 from acidstream.mutation.changes import DELETE_COLUMN, OFFSET_COLUMN, ChangeOptions, ChangePlan
 from acidstream.mutation.results import ChangeResult
-from acidstream.mutation.run import MutationRun
+from acidstream.mutation.run import MutationRun, commit_conflict
 from acidstream.mutation.target import Target, row_schema
 from acidstream.mutation.write import MutationFiles
 from acidstream.txn.batch import TransactionBatch
@@ -523,7 +522,7 @@ class UpsertMethods:
                 committed = True  # recovery decides from the store; never delete its files
                 raise
             except TxnAbortedError as e:
-                conflict = _conflict(e)
+                conflict = commit_conflict(e)
                 if conflict is not None and conflict is not e:
                     raise conflict from e
                 raise
@@ -552,17 +551,6 @@ def _with_run(result: ChangeResult, **changes: Any) -> ChangeResult:
     import dataclasses
 
     return dataclasses.replace(result, **changes)
-
-
-def _conflict(e: BaseException) -> CommitConflictError | None:
-    """The commit conflict ``e`` is or wraps (a refused commit comes back as
-    ``TxnAbortedError`` caused by the conflict)."""
-    seen: BaseException | None = e
-    while seen is not None:
-        if isinstance(seen, CommitConflictError):
-            return seen
-        seen = seen.__cause__
-    return None
 
 
 def _key_values(key: Mapping[str, Any] | Sequence[Any], cols: tuple[str, ...]) -> list[Any]:

@@ -38,7 +38,6 @@ import sqlglot.errors
 from sqlglot import exp
 
 from acidstream.acid import faults
-from acidstream.acid.bucket_hash import bucket_numbers
 from acidstream.acid.errors import CardinalityViolationError, ConfigError
 from acidstream.acid.read_plan import expression_columns
 from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate, mask
@@ -46,7 +45,7 @@ from acidstream.mutation.ops import cast_to
 from acidstream.mutation.results import MergeResult
 from acidstream.mutation.run import MutationRun
 from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
-from acidstream.mutation.write import by_partition, old_buckets
+from acidstream.mutation.write import buckets_hit, by_partition, old_buckets
 
 __all__ = [
     "ClauseRows",
@@ -483,22 +482,12 @@ class MergePlan:
         bcols = [c.lower() for c in tab.bucket_cols]
         if not set(bcols) <= set(skeys.column_names):
             return None
-        types = dict(tab.schema.columns)
-        found: set[int] = set()
-        # Hashing is per row: stop as soon as every bucket is hit (then nothing is pruned).
-        for chunk in skeys.select(bcols).to_batches(max_chunksize=_HASH_CHUNK):
-            rows = zip(*(chunk.column(c).to_pylist() for c in bcols), strict=True)
-            found.update(
-                bucket_numbers(
-                    rows,
-                    [types[c] for c in bcols],
-                    tab.num_buckets,
-                    bucketing_version=tab.bucketing_version,
-                )
-            )
-            if len(found) == tab.num_buckets:
-                return None
-        return sorted(found)
+        rows = (
+            row
+            for chunk in skeys.select(bcols).to_batches(max_chunksize=_HASH_CHUNK)
+            for row in zip(*(chunk.column(c).to_pylist() for c in bcols), strict=True)
+        )
+        return buckets_hit(tab, rows)
 
     def _prefilter(self, skeys: pa.Table) -> pc.Expression | None:
         """One ``is_in`` per key column (a superset of the matches, cheap to evaluate): the

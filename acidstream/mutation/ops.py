@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid import faults
-from acidstream.acid.bucket_hash import bucket_numbers
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.key_lookup import LookupCounts
 from acidstream.acid.read_plan import expression_columns
@@ -27,7 +26,7 @@ from acidstream.mutation.key_terms import key_terms
 from acidstream.mutation.results import MutationResult
 from acidstream.mutation.run import MutationRun
 from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
-from acidstream.mutation.write import by_partition, old_buckets
+from acidstream.mutation.write import buckets_hit, by_partition, old_buckets
 
 __all__ = ["DELETE_STATEMENT", "UPDATE_STATEMENT", "DeletePlan", "UpdatePlan", "new_versions"]
 
@@ -37,7 +36,6 @@ UPDATE_STATEMENT = 0
 # Bucket pruning hashes every combination of the bucketing columns' key values; past this
 # many the statement reads every bucket rather than hash them all.
 _BUCKET_COMBINATIONS = 100_000
-_HASH_CHUNK = 4_096
 
 
 def _lower_map(schema: pa.Schema) -> dict[str, pa.Field]:
@@ -76,22 +74,7 @@ def _buckets(t: Target, keys: Mapping[str, pa.Array]) -> list[int] | None:
     values = [lower[c].to_pylist() for c in bcols]
     if math.prod(len(v) for v in values) > _BUCKET_COMBINATIONS:
         return None
-    types = {n.lower(): ty for n, ty in tab.schema.columns}
-    found: set[int] = set()
-    combos = itertools.product(*values)
-    # Hashing is per row: stop as soon as every bucket is hit (then nothing is pruned).
-    while chunk := list(itertools.islice(combos, _HASH_CHUNK)):
-        found.update(
-            bucket_numbers(
-                chunk,
-                [types[c] for c in bcols],
-                tab.num_buckets,
-                bucketing_version=tab.bucketing_version,
-            )
-        )
-        if len(found) == tab.num_buckets:
-            return None
-    return sorted(found)
+    return buckets_hit(tab, itertools.product(*values))
 
 
 class DeletePlan:

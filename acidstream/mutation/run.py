@@ -42,7 +42,13 @@ from acidstream.txn.batch import TransactionBatch
 from acidstream.txn.locks import DataOperationType
 from acidstream.txn.store import TxnStore
 
-__all__ = ["IDEMPOTENCY_KEY_PREFIX", "MutationRun", "idempotency_param", "run_mutation"]
+__all__ = [
+    "IDEMPOTENCY_KEY_PREFIX",
+    "MutationRun",
+    "commit_conflict",
+    "idempotency_param",
+    "run_mutation",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +86,7 @@ def idempotency_param(key: str) -> str:
     return IDEMPOTENCY_KEY_PREFIX + key
 
 
-def _conflict(e: BaseException) -> CommitConflictError | None:
+def commit_conflict(e: BaseException) -> CommitConflictError | None:
     """The commit conflict ``e`` is or wraps (the batch re-raises a refused commit as
     ``TxnAbortedError`` with the conflict as its cause)."""
     seen: BaseException | None = e
@@ -161,7 +167,7 @@ def run_mutation(
             log.info("%s: %s; starting again in a new txn", name, e)
             continue
         except (CommitConflictError, TxnAbortedError) as e:
-            conflict = _conflict(e)
+            conflict = commit_conflict(e)
             if conflict is None or attempt - restarts > retries:
                 if conflict is not None and not isinstance(e, CommitConflictError):
                     raise conflict from e

@@ -18,18 +18,23 @@ Kept in one small module so the mutation can move to the buffered table writer
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid import faults, layout
+from acidstream.acid.bucket_hash import bucket_numbers
 from acidstream.acid.file_writer import DELETE_OP, AcidFileWriter
 from acidstream.acid.row_keys import RowIdSequence
 from acidstream.mutation.target import Target
+from acidstream.txn.catalog import TableDef
 
-__all__ = ["MutationFiles", "by_partition", "old_buckets"]
+__all__ = ["MutationFiles", "buckets_hit", "by_partition", "old_buckets"]
 
 
 @dataclass
@@ -179,3 +184,25 @@ def by_partition(target: Target, rows: pa.Table) -> list[tuple[str, pa.Table]]:
         (pl.partition_dir(list(values)), rows.take(idx))
         for values, idx in pl.partition_groups(rows.select(pnames))
     ]
+
+
+_HASH_CHUNK = 4_096
+
+
+def buckets_hit(table: TableDef, rows: Iterable[Sequence[Any]]) -> list[int] | None:
+    """The buckets Hive's hash sends ``rows`` (values of ``table.bucket_cols``, in their
+    order) to: the buckets a statement on those key values must read. ``None`` as soon as
+    every bucket is hit (nothing to prune): hashing is per row, so it stops early."""
+    types = {n.lower(): t for n, t in table.schema.columns}
+    col_types = [types[c.lower()] for c in table.bucket_cols]
+    found: set[int] = set()
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, _HASH_CHUNK)):
+        found.update(
+            bucket_numbers(
+                chunk, col_types, table.num_buckets, bucketing_version=table.bucketing_version
+            )
+        )
+        if len(found) == table.num_buckets:
+            return None
+    return sorted(found)
