@@ -56,7 +56,7 @@ from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.acid.schema import TableSchema
 from acidstream.ingest.record_bulk import block_read_size, contains, decode_utf8
 from acidstream.ingest.record_common import DEFAULT_MAX_RECORD_BYTES, PartitionColumns
-from acidstream.ingest.record_json import StrictJsonWriter, parse_json
+from acidstream.ingest.record_json import StrictJsonWriter, parse_json, read_halving
 from acidstream.mutation.changes import DELETE_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN
 
 __all__ = [
@@ -704,35 +704,12 @@ def _read_blocks(
 ) -> tuple[pa.Table | None, np.ndarray, list[int]]:
     """``pyarrow.json`` reads of the records ``keep`` with ``schema``; a block that fails
     (or yields another row count) is halved until the failing records are isolated."""
-    pieces: list[tuple[np.ndarray, pa.Table]] = []
-    failed: list[int] = []
-    leaf = max(16, len(keep) // 128)
-
-    def read(idx: np.ndarray) -> None:
-        if not len(idx):
-            return
-        try:
-            t = _read(_join(arr.take(pa.array(idx))), schema, threads=False)
-            if t.num_rows == len(idx):
-                pieces.append((idx, t))
-                return
-        except pa.ArrowInvalid:
-            pass
-        if len(idx) <= leaf:
-            failed.extend(idx.tolist())
-            return
-        mid = len(idx) // 2
-        read(idx[:mid])
-        read(idx[mid:])
-
-    read(keep)
-    if not pieces:
-        return None, np.zeros(0, dtype=np.int64), failed
-    return (
-        pa.concat_tables([t for _, t in pieces]).combine_chunks(),
-        np.concatenate([i for i, _ in pieces]),
-        failed,
+    table, idx, failed = read_halving(
+        keep,
+        lambda i: _read(_join(arr.take(pa.array(i))), schema, threads=False),
+        leaf=max(16, len(keep) // 128),
     )
+    return (table.combine_chunks() if table is not None else None), idx, failed
 
 
 def _read(data: bytes, schema: pa.Schema, *, threads: bool, longest: int = 0) -> pa.Table:

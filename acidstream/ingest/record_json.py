@@ -527,35 +527,13 @@ class _BoundJson:
     ) -> tuple[pa.Table | None, np.ndarray, list[int]]:
         """Parse the records ``keep`` with pyarrow.json; a block that fails (or yields
         another row count) is halved until the failing records are isolated."""
-        pieces: list[tuple[np.ndarray, pa.Table]] = []
-        failed: list[int] = []
         # Below this size a failing piece goes to the row path whole: at most ~2 x 128
         # parses however many records are bad, and one bad record costs one leaf of rows.
-        leaf = max(64, len(keep) // 128)
-
-        def parse(idx: np.ndarray) -> None:
-            if not len(idx):
-                return
-            data = b"\n".join([records[i] for i in idx.tolist()])
-            try:
-                t = self._read(data, threads=False)
-                if t.num_rows == len(idx):
-                    pieces.append((idx, t))
-                    return
-            except pa.ArrowInvalid:
-                pass
-            if len(idx) <= leaf:
-                failed.extend(idx.tolist())
-                return
-            mid = len(idx) // 2
-            parse(idx[:mid])
-            parse(idx[mid:])
-
-        parse(keep)
-        if not pieces:
-            return None, np.zeros(0, dtype=np.int64), failed
-        table = pa.concat_tables([t for _, t in pieces])
-        return table, np.concatenate([i for i, _ in pieces]), failed
+        return read_halving(
+            keep,
+            lambda idx: self._read(b"\n".join([records[i] for i in idx.tolist()]), threads=False),
+            leaf=max(64, len(keep) // 128),
+        )
 
     def _assemble(
         self,
@@ -642,3 +620,37 @@ class StrictJsonWriter:
             and not any(t.kind == "decimal" for _, t in schema.columns),
             seen_extra_keys=_Flag(),
         )
+
+
+def read_halving(
+    keep: np.ndarray, read: Callable[[np.ndarray], pa.Table], *, leaf: int
+) -> tuple[pa.Table | None, np.ndarray, list[int]]:
+    """``read`` the records ``keep`` (their indices) in one piece; a piece that fails
+    (``ArrowInvalid``) or yields another row count is halved until pieces of ``leaf``
+    records or fewer, which are given up whole. Returns the pieces read (concatenated),
+    the indices of their rows in order, and the indices given up (for the row path)."""
+    pieces: list[tuple[np.ndarray, pa.Table]] = []
+    failed: list[int] = []
+
+    def step(idx: np.ndarray) -> None:
+        if not len(idx):
+            return
+        try:
+            t = read(idx)
+            if t.num_rows == len(idx):
+                pieces.append((idx, t))
+                return
+        except pa.ArrowInvalid:
+            pass
+        if len(idx) <= leaf:
+            failed.extend(idx.tolist())
+            return
+        mid = len(idx) // 2
+        step(idx[:mid])
+        step(idx[mid:])
+
+    step(keep)
+    if not pieces:
+        return None, np.zeros(0, dtype=np.int64), failed
+    table = pa.concat_tables([t for _, t in pieces])
+    return table, np.concatenate([i for i, _ in pieces]), failed
