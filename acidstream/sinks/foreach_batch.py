@@ -316,17 +316,7 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
         if plan.has_offsets and batch.num_rows:
             cols3 = [batch.column(c).to_pylist() for c in ("topic", "partition", "offset")]
             positions = [f"{t}/{p}@{o}" for t, p, o in zip(*cols3, strict=True)]
-            # Vectorized: the max offset per topic-partition of this Arrow batch.
-            agg = (
-                pa.Table.from_batches([batch.select(["topic", "partition", "offset"])])
-                .group_by(["topic", "partition"])
-                .aggregate([("offset", "max")])
-            )
-            cols = (agg.column(c).to_pylist() for c in ("topic", "partition", "offset_max"))
-            for t, p, o in zip(*cols, strict=True):
-                tp = offsets.setdefault(t, {})
-                if o + 1 > tp.get(str(p), -1):
-                    tp[str(p)] = o + 1  # the next offset to read, as Spark records it
+            offsets = _merge_offsets(offsets, batch_offsets(batch))
         if not recs:
             continue
         enc = bound.encode_block(recs)  # one columnar pass over the batch's records
@@ -430,6 +420,23 @@ def _merge_offsets(
         tp = out.setdefault(t, {})
         for p, o in parts.items():
             tp[p] = max(o, tp.get(p, -1))
+    return out
+
+
+def batch_offsets(batch: Any) -> dict[str, dict[str, int]]:
+    """The next offset to read per topic and partition after an Arrow batch of Kafka
+    records (its max offset + 1, as Spark records offsets); executor side."""
+    import pyarrow as pa
+
+    agg = (
+        pa.Table.from_batches([batch.select(["topic", "partition", "offset"])])
+        .group_by(["topic", "partition"])
+        .aggregate([("offset", "max")])
+    )
+    out: dict[str, dict[str, int]] = {}
+    cols = (agg.column(c).to_pylist() for c in ("topic", "partition", "offset_max"))
+    for t, p, o in zip(*cols, strict=True):
+        out.setdefault(t, {})[str(p)] = o + 1
     return out
 
 

@@ -47,6 +47,7 @@ from acidstream.sinks.foreach_batch import (
     _drain_job_group,
     _job_group,
     _merge_offsets,
+    batch_offsets,
 )
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.table_key import table_key
@@ -116,15 +117,7 @@ def _parse_task(plan: _ParsePlan, batches: Iterator[Any]) -> Iterator[Any]:
             continue
         rows += batch.num_rows
         if "topic" in batch.schema.names and "offset" in batch.schema.names:
-            agg = (
-                pa.Table.from_batches([batch.select(["topic", "partition", "offset"])])
-                .group_by(["topic", "partition"])
-                .aggregate([("offset", "max")])
-            )
-            cols = (agg.column(c).to_pylist() for c in ("topic", "partition", "offset_max"))
-            for t, p, o in zip(*cols, strict=True):
-                # the next offset to read, as Spark records it
-                offsets = _merge_offsets(offsets, {t: {str(p): o + 1}})
+            offsets = _merge_offsets(offsets, batch_offsets(batch))
         parsed = parser.parse(batch, value_column=plan.value_column)
         if parsed.rejected:
             values = batch.column(plan.value_column)

@@ -73,3 +73,25 @@ def rows_of(t: pa.Table, columns: list[str] | None = None) -> list[tuple[Any, ..
     names = columns or t.column_names
     cols = [t.column(n).to_pylist() for n in names]
     return sorted(zip(*cols, strict=True), key=lambda r: [(v is not None, v) for v in r])
+
+
+def wait_for_a_waiting_lock(store_url: str, *, timeout_s: float = 60.0) -> bool:
+    """Poll the metastore until some lock is WAITING (a writer queued behind another);
+    True if one was seen within ``timeout_s``. The lock tables offer no event to wait on."""
+    import threading
+    import time
+
+    from acidstream.txn.locks import LockState
+    from acidstream.txn.store import open_store
+
+    watcher = open_store(store_url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        pause = threading.Event()
+        while time.monotonic() < deadline:
+            if any(lk.state is LockState.WAITING for lk in watcher.show_locks()):
+                return True
+            pause.wait(0.01)
+        return False
+    finally:
+        watcher.close()

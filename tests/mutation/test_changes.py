@@ -28,7 +28,7 @@ from acidstream.txn.batch import TransactionBatch
 from acidstream.txn.locks import DataOperationType, LockType
 from acidstream.txn.store import TxnStore, open_store
 from tests.ingest.conftest import MakeTable
-from tests.mutation.conftest import Insert, rows_of
+from tests.mutation.conftest import Insert, rows_of, wait_for_a_waiting_lock
 
 Event = dict[str, Any]
 
@@ -321,7 +321,6 @@ def test_a_write_conflict_with_an_update_is_retried_with_keys_resolved_anew(
     commit would lose the write-set check), so it starts again in a new txn at once, finds
     the UPDATE's version and gives it a new one keeping the updated column."""
     from acidstream.acid import faults
-    from acidstream.txn.locks import LockState
 
     make_table("conflict", "id bigint, v string, n int")
     insert("conflict", [{"id": 1, "v": "a", "n": 0}, {"id": 2, "v": "b", "n": 0}])
@@ -351,15 +350,8 @@ def test_a_write_conflict_with_an_update_is_retried_with_keys_resolved_anew(
         # once the upsert's lock waits behind it.
         if point == "mutation.after_find" and not th.is_alive() and not waiting.is_set():
             th.start()
-            watcher = open_store(store_url)
-            try:
-                for _ in range(2000):
-                    if any(lk.state is LockState.WAITING for lk in watcher.show_locks()):
-                        waiting.set()
-                        return
-                    waiting.wait(0.01)
-            finally:
-                watcher.close()
+            if wait_for_a_waiting_lock(store_url, timeout_s=20):
+                waiting.set()
 
     faults.set_hook(hook)
     try:

@@ -295,9 +295,9 @@ def test_a_write_conflict_with_a_concurrent_update_is_retried(
     spark: Any, env: dict[str, Any]
 ) -> None:
     """A ``Table.update`` holds SHARED_WRITE while the batch's txn opens: the batch's
-    EXCL_WRITE waits, its commit then loses to the UPDATE's write set, and it runs again
-    in a new snapshot (attempts == 2), the UPDATE's change kept where no event overrides it."""
-    from acidstream.txn.locks import LockState
+    EXCL_WRITE waits, and once it holds the lock it finds the UPDATE committed after its txn
+    opened, so it starts again in a new txn and snapshot (attempts == 2), the UPDATE's change kept where no event overrides it."""
+    from tests.mutation.conftest import wait_for_a_waiting_lock
 
     sink = _sink(env)
     sink(_df(spark, [{"id": 1, "v": "a", "op": "c", "lsn": 1, "partition": 0, "offset": 0},
@@ -319,15 +319,8 @@ def test_a_write_conflict_with_a_concurrent_update_is_retried(
     def hook(point: str) -> None:
         if point == "mutation.after_find" and not th.is_alive() and not waiting.is_set():
             th.start()
-            watcher = open_store(env["url"])
-            try:
-                for _ in range(6000):
-                    if any(lk.state is LockState.WAITING for lk in watcher.show_locks()):
-                        waiting.set()
-                        return
-                    waiting.wait(0.01)
-            finally:
-                watcher.close()
+            if wait_for_a_waiting_lock(env["url"], timeout_s=60):
+                waiting.set()
 
     faults.set_hook(hook)
     try:
