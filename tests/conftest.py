@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.plugins.store_fixture",
     "tests.plugins.kafka_fixture",
     "tests.plugins.tmpfs_fixture",
+    "tests.plugins.s3_fixture",
 ]
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -47,14 +47,22 @@ class Storage:
         self.is_local = protocol in ("file", "local")
 
     @classmethod
-    def for_path(cls, url_or_path: str | os.PathLike[str]) -> tuple[Storage, str]:
-        """The storage for a path or URL, and the path in that filesystem's form."""
+    def for_path(
+        cls,
+        url_or_path: str | os.PathLike[str],
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> tuple[Storage, str]:
+        """The storage for a path or URL, and the path in that filesystem's form.
+
+        ``storage_options`` go to the fsspec filesystem (for S3: ``endpoint_url``, ``key``,
+        ``secret``, ``client_kwargs``...); without them the standard environment applies."""
         text = os.fspath(url_or_path)
         if "\x00" in text:
             raise ConfigError(f"path {text!r} contains a NUL character")
         if "://" not in text:
             text = os.path.abspath(text)
-        fs, path = fsspec.core.url_to_fs(text)
+        fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
         return cls(fs), path
 
     @property
