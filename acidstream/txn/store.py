@@ -21,8 +21,9 @@ assembles them and opens stores.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from acidstream.acid.errors import ConfigError
 from acidstream.txn.catalog import absolute_location
@@ -34,6 +35,7 @@ from acidstream.txn.lock_sql import LockOps
 from acidstream.txn.migrations import check_schema, migrate
 from acidstream.txn.settings import SettingsOps
 from acidstream.txn.snapshot_sql import SnapshotOps
+from acidstream.txn.storage_options import StorageOptions
 from acidstream.txn.txn_ops import (
     MAX_OPEN_BATCH,
     TXN_KEY_START,
@@ -42,6 +44,9 @@ from acidstream.txn.txn_ops import (
     TxnOps,
 )
 from acidstream.txn.txn_sql import TxnState
+
+if TYPE_CHECKING:
+    from acidstream.acid.storage import Storage
 
 __all__ = [
     "MAX_OPEN_BATCH",
@@ -66,6 +71,8 @@ class TxnStore(TxnOps, LockOps, SnapshotOps, CatalogOps, HousekeepingOps, LinkOp
         warehouse: Root directory under which table locations default (made absolute).
         clock: Seconds since the epoch; injectable so heartbeat and timeout
             behaviour can be tested without waiting.
+        storage_options: the filesystem options of the tables' locations (endpoint,
+            credentials): every service holding the store opens storage with them.
     """
 
     def __init__(
@@ -74,9 +81,11 @@ class TxnStore(TxnOps, LockOps, SnapshotOps, CatalogOps, HousekeepingOps, LinkOp
         *,
         warehouse: str | None = None,
         clock: Callable[[], float] = time.time,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self._db = db
         self.warehouse = absolute_location(warehouse) if warehouse else None
+        self.storage_options = StorageOptions.of(storage_options)
         self._clock = clock
         if db.read_only:
             self.schema_version = self._db.run(
@@ -87,6 +96,13 @@ class TxnStore(TxnOps, LockOps, SnapshotOps, CatalogOps, HousekeepingOps, LinkOp
             )
         else:
             self.schema_version = self._db.run("migrate", lambda tx: migrate(tx, db))
+
+    def storage(self, path: str) -> tuple[Storage, str]:
+        """The storage of a table or partition location, opened with this store's
+        storage options, and the path in it (``Storage.for_path``)."""
+        from acidstream.acid.storage import Storage  # fsspec loads on first use, not import
+
+        return Storage.for_path(path, storage_options=self.storage_options)
 
     @property
     def url(self) -> str:
@@ -131,6 +147,7 @@ def open_store(
     warehouse: str | None = None,
     clock: Callable[[], float] = time.time,
     read_only: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> TxnStore:
     """Open (and create or migrate) the store at ``url``.
 
@@ -144,6 +161,7 @@ def open_store(
             no database file, no schema) and every writing call raises ConfigError.
             SQLite opens the file ``mode=ro`` (``immutable`` on a read-only directory);
             PostgreSQL runs read-only transactions.
+        storage_options: the tables' filesystem options (``TxnStore.storage``).
 
     Raises:
         ConfigError: unknown URL scheme; read-only and there is no metastore at ``url``
@@ -163,7 +181,7 @@ def open_store(
             f"metastore URL must start with sqlite:/// or postgresql://, not {url.split(':')[0]!r}"
         )
     try:
-        return TxnStore(db, warehouse=warehouse, clock=clock)
+        return TxnStore(db, warehouse=warehouse, clock=clock, storage_options=storage_options)
     except BaseException:
         db.close()
         raise
