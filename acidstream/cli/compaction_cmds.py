@@ -384,7 +384,11 @@ def _compactor(args: argparse.Namespace) -> int:
         cleaner_interval_s=args.cleaner_interval,
         worker_poll_s=args.poll,
     )
-    store_config = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    store_config = StoreConfig.resolve(
+        metastore=args.metastore,
+        warehouse=args.warehouse,
+        storage_options=args.storage_options,
+    )
     # The compactor works on tables that exist: a mistyped --metastore is "no metastore at
     # URL", not a new empty store compacted for ever.
     store_config.open(read_only=True).close()

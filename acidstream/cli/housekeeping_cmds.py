@@ -19,7 +19,11 @@ __all__ = ["register"]
 
 
 def _housekeeping(args: argparse.Namespace) -> int:
-    config = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    config = StoreConfig.resolve(
+        metastore=args.metastore,
+        warehouse=args.warehouse,
+        storage_options=args.storage_options,
+    )
     # Listing first, read-only: a missing metastore is reported, not created.
     config.open(read_only=True).close()
     with Housekeeper(

@@ -337,7 +337,11 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         dead_letter_path=args.dead_letter,
         namespace=args.namespace,  # docs/namespaces.md
     )
-    store = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse).open()
+    store = StoreConfig.resolve(
+        metastore=args.metastore,
+        warehouse=args.warehouse,
+        storage_options=args.storage_options,
+    ).open()
     try:
         with StreamingConnection(
             args.table,

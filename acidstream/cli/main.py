@@ -22,8 +22,9 @@ from acidstream.acid.errors import (
     CommitStateUnknownError,
     StorageError,
 )
+from acidstream.txn.storage_options import StorageOptions
 
-__all__ = ["OneLineParser", "main"]
+__all__ = ["OneLineParser", "main", "storage_options_of"]
 
 _COMMAND_MODULES = (
     "acidstream.cli.acid_cmds",
@@ -62,7 +63,34 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _add_storage_option(parser)
     return parser
+
+
+def _add_storage_option(parser: argparse.ArgumentParser) -> None:
+    """Give every command that takes ``--warehouse`` the global ``--storage-option k=v``
+    (repeatable): the warehouse filesystem's options (endpoint, credentials, region), one
+    flag for all commands as ``--warehouse`` and ``--metastore`` are."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _add_storage_option(child)
+    if "--warehouse" in parser._option_string_actions:
+        parser.add_argument(
+            "--storage-option",
+            dest="storage_option",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="the warehouse filesystem's option, repeatable (s3: endpoint_url=..., "
+            "key=..., secret=..., client_kwargs.region_name=...); default: none, and "
+            "the standard AWS_* environment",
+        )
+
+
+def storage_options_of(args: argparse.Namespace) -> StorageOptions:
+    """The ``--storage-option`` flags of a parsed command line (none: empty)."""
+    return StorageOptions.from_pairs(getattr(args, "storage_option", None) or [])
 
 
 EXIT_OK = 0
@@ -122,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        # Parsed here, once, so a bad pair is the same one-line error for every command.
+        args.storage_options = storage_options_of(args)
         code: int = args.func(args)
     except BrokenPipeError:
         return EXIT_OK

@@ -22,7 +22,11 @@ __all__ = ["link_partitions", "register"]
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = False) -> TxnStore:
-    cfg = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    cfg = StoreConfig.resolve(
+        metastore=args.metastore,
+        warehouse=args.warehouse,
+        storage_options=args.storage_options,
+    )
     return cfg.open(read_only=read_only)
 
 

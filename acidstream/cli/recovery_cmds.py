@@ -106,7 +106,11 @@ def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
         resolve_write,
     )
 
-    cfg = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    cfg = StoreConfig.resolve(
+        metastore=args.metastore,
+        warehouse=args.warehouse,
+        storage_options=args.storage_options,
+    )
     target: str = args.target
     namespace: str | None = args.namespace
     is_path = "://" in target or os.path.exists(target) or "/" in target

@@ -104,7 +104,11 @@ def _locations(info: SkewedInfo) -> str:
 
 
 def _store(args: argparse.Namespace, *, read_only: bool) -> TxnStore:
-    config = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    config = StoreConfig.resolve(
+        metastore=args.metastore,
+        warehouse=args.warehouse,
+        storage_options=args.storage_options,
+    )
     if not read_only:
         # A writing command on an existing store only: a mistyped --metastore reports
         # "no metastore at URL" instead of creating one.

@@ -49,7 +49,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _open(args: argparse.Namespace, *, read_only: bool = False, existing: bool = False) -> TxnStore:
     """The store of the command; ``existing``: a writing command that must not create one
     (a mistyped ``--metastore`` reports "no metastore at URL" instead)."""
-    config = StoreConfig.resolve(metastore=args.metastore, warehouse=args.warehouse)
+    config = StoreConfig.resolve(
+        metastore=args.metastore,
+        warehouse=args.warehouse,
+        storage_options=args.storage_options,
+    )
     if existing and not read_only:
         config.open(read_only=True).close()
     return config.open(read_only=read_only)
