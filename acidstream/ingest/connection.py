@@ -79,6 +79,8 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
         metastore: metastore URL; default from ``ACIDSTREAM_METASTORE`` or the embedded store.
         warehouse: warehouse root; default from ``ACIDSTREAM_WAREHOUSE`` or ``./warehouse``.
         store: an open store to use instead of ``metastore`` (the caller closes it).
+        storage_options: the warehouse filesystem's options (endpoint, credentials) when
+            the connection opens its own store; a given ``store`` brings its own.
         static_partition: partition values (in key order, or by key) for a static-partition
             connection; ``None`` on a partitioned table means dynamic partitioning: the
             partition values are the trailing fields of each record.
@@ -93,6 +95,7 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
         metastore: str | None = None,
         warehouse: str | None = None,
         store: TxnStore | None = None,
+        storage_options: Mapping[str, Any] | None = None,
         static_partition: Sequence[str | None] | Mapping[str, str | None] | None = None,
         options: StreamingOptions | None = None,
     ) -> None:
@@ -100,8 +103,10 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
         self.name = TableName.parse(table)
         self.db, self.table_name = self.name.db, self.name.table
         if store is None:
-            cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
-            self._store = open_store(cfg.metastore_url, warehouse=cfg.warehouse)
+            cfg = StoreConfig.resolve(
+                metastore=metastore, warehouse=warehouse, storage_options=storage_options
+            )
+            self._store = cfg.open()
             self._owns_store = True
         else:
             self._store = store
@@ -129,7 +134,8 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             self.schema: TableSchema = self.table.schema
             # The table's ORC properties (orc.compress...) win over the options', as in Hive.
             self._orc = self.options.orc.for_table(self.table.parameters)
-            self._place = Placement(self._layout())
+            layout = self._layout()
+            self._place = Placement(layout, storage=self._store.storage(layout.location)[0])
             self._static = self._static_partition(static_partition)
             if self._static is not None:
                 try:
@@ -147,7 +153,9 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
                 )
             if self.options.dead_letter_path:
                 self._dead_letter = DeadLetterWriter(
-                    self.options.dead_letter_path, source=str(self.name)
+                    self.options.dead_letter_path,
+                    source=str(self.name),
+                    storage_options=self._store.storage_options,
                 )
         except BaseException:
             if self._owns_store:

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -72,10 +72,19 @@ class DeadLetterWriter:
     dead letter is lost to a crash after ``add`` returned.
     """
 
-    def __init__(self, directory: str, *, source: str = "", file_name: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        *,
+        source: str = "",
+        file_name: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.directory = directory
         self.source = source
-        self._storage, self._root = Storage.for_path(directory)
+        # storage_options: the filesystem's (endpoint, credentials) when the directory is
+        # remote, e.g. inside an s3:// warehouse.
+        self._storage, self._root = Storage.for_path(directory, storage_options=storage_options)
         self._name = file_name or default_file_name(source)
         self._f: IO[bytes] | None = None
         self._lock = threading.Lock()
@@ -102,9 +111,11 @@ class DeadLetterWriter:
                 self._f.close()
 
 
-def read_dead_letters(directory: str) -> Iterator[DeadLetter]:
+def read_dead_letters(
+    directory: str, *, storage_options: Mapping[str, Any] | None = None
+) -> Iterator[DeadLetter]:
     """Every dead letter in a dead-letter directory (files in name order)."""
-    storage, root = Storage.for_path(directory)
+    storage, root = Storage.for_path(directory, storage_options=storage_options)
     if not storage.exists(root):
         return
     for info in sorted(storage.list_dir(root), key=lambda f: f.name):
