@@ -97,6 +97,7 @@ def resolve(
     txns: ValidTxnList | str | None = None,
     namespace: str | None = None,
     lease: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ReadTarget:
     """Where a name or path is, and the snapshot to read it with.
 
@@ -110,8 +111,11 @@ def resolve(
     Cleaner keeps the files the snapshot reads until :attr:`ReadTarget.lease` is closed.
     Only where the metastore can take it: a read-only metastore, or one at an older schema
     version (a read does not migrate it), is read without, as is an explicit snapshot.
+    ``storage_options``: the warehouse filesystem's (endpoint, credentials).
     """
-    cfg = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
+    cfg = StoreConfig.resolve(
+        metastore=metastore, warehouse=warehouse, storage_options=storage_options
+    )
     is_path = "://" in name_or_path or os.path.exists(name_or_path)
     if not is_path and not _TABLE_NAME.match(name_or_path):
         raise TableNotFoundError(f"{name_or_path}: no such table, partition or file")
@@ -212,7 +216,7 @@ def find_registered(store: Any, name_or_path: str) -> tuple[TableDef, str | None
     real paths: the exact forms first (one indexed look-up each), then every table's
     location, and a partition by its name below its table's real directory.
     """
-    storage, path = Storage.for_path(name_or_path)
+    storage, path = store.storage(name_or_path)
     if not storage.is_local:
         found = store.find_location(name_or_path)
         return None if found is None else (found[0], found[1], name_or_path.rstrip("/"))
@@ -316,19 +320,21 @@ def scan_table(
     include_row_id: bool = False,
     namespace: str | None = None,
     as_of_write_id: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> tuple[pa.Schema, Iterator[pa.Table]]:
     """The output schema and the batches of a snapshot read (``acidstream.read_table``):
     ``kwargs`` are :func:`acidstream.acid.reader.read_path`'s (``filter``, ``timestamp_unit``...).
     A catalog table nothing was written to yet (no directory) reads as zero rows.
     ``as_of_write_id``: the snapshot as it was when that was the table's last write id.
+    ``storage_options``: the warehouse filesystem's (endpoint, credentials).
 
     Raises:
         ConfigError: an ``as_of_write_id`` beyond the snapshot's last write id.
     """
     t = resolve(
         name_or_path, metastore=metastore, warehouse=warehouse, write_ids=write_ids, txns=txns,
-        namespace=namespace, lease=True,
+        namespace=namespace, lease=True, storage_options=storage_options,
     )  # fmt: skip
     try:
         _warn_if_no_snapshot(t)
@@ -340,7 +346,8 @@ def scan_table(
             kwargs.setdefault("schema", t.schema)
         s = scan_location(t.path, partitions=t.partitions, partition_keys=t.partition_keys,
                           write_ids=t.write_ids, txns=t.txns, columns=columns,
-                          include_row_id=include_row_id, **kwargs)  # fmt: skip
+                          include_row_id=include_row_id, storage_options=storage_options,
+                          **kwargs)  # fmt: skip
     except BaseException:
         if t.lease is not None:
             t.lease.close()
@@ -377,6 +384,7 @@ def scan_location(
     *,
     partitions: frozenset[str] | None = None,
     partition_keys: tuple[str, ...] = (),
+    storage_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Scan:
     """The scan of a catalog table's location (or a path), the one way every by-name read
@@ -384,7 +392,8 @@ def scan_location(
     (the catalog's) are columns of the result whether or not a partition directory exists,
     and a location not created yet (nothing written) reads as zero rows with the catalog's
     columns when ``schema`` is given. ``partitions``, ``kwargs``: those of
-    :func:`acidstream.txn.namespaces.scan_read`.
+    :func:`acidstream.txn.namespaces.scan_read`. ``storage_options``: the filesystem's
+    (endpoint, credentials), used unless ``kwargs`` bring a ``storage``.
 
     Raises:
         TableNotFoundError: ``path`` does not exist and no ``schema`` says what it holds.
@@ -392,7 +401,13 @@ def scan_location(
     from acidstream.acid.read_plan import build_plan
     from acidstream.acid.reader import Scan
 
-    storage, p = Storage.for_path(path)
+    if kwargs.get("storage") is None:
+        storage, p = Storage.for_path(path, storage_options=storage_options)
+        # The read opens this storage, not one of its own without the options: the path
+        # is then the storage's (no scheme).
+        kwargs["storage"], path = storage, p
+    else:
+        storage, p = kwargs["storage"], path
     if kwargs.get("schema") is not None and not storage.exists(p):
         plan = build_plan(
             None,

@@ -118,9 +118,12 @@ class Table:
         metastore: str | None = None,
         warehouse: str | None = None,
         namespace: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         """See :func:`table`."""
-        self._config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
+        self._config = StoreConfig.resolve(
+            metastore=metastore, warehouse=warehouse, storage_options=storage_options
+        )
         self._name = name
         self._namespace = namespace
         self._lock = threading.Lock()
@@ -257,6 +260,7 @@ class Table:
             self._name,
             metastore=self._config.metastore_url,
             warehouse=self._config.warehouse,
+            storage_options=self._config.storage_options,
             namespace=self._namespace,
             columns=opts.columns,
             filter=opts.filter,
@@ -326,6 +330,7 @@ class Table:
             ConfigError: as :meth:`read`, or a ``pyarrow.compute`` filter.
         """
         from acidstream.sources.acid_table import register
+        from acidstream.sources.acid_table_options import spark_storage_options
 
         opts = self._options(options, columns=columns, filter=filter, as_of_write_id=as_of_write_id)
         if opts.filter is not None and not isinstance(opts.filter, tuple):
@@ -339,6 +344,7 @@ class Table:
         o: dict[str, str] = {
             "metastore": self._config.metastore_url,
             "warehouse": self._config.warehouse,
+            **spark_storage_options(self._config.storage_options),
         }
         if self._namespace is not None:
             o["namespace"] = self._namespace
@@ -542,6 +548,7 @@ def table(
     metastore: str | None = None,
     warehouse: str | None = None,
     namespace: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Table:
     """Open the catalog table ``name`` (``db.table``, ``table``, or a link ``T1@B``).
 
@@ -549,13 +556,22 @@ def table(
         name: the table, as ``acidstream read`` names it (``acidstream.txn.namespaces``).
         metastore / warehouse: as for the rest of the project (arguments > environment).
         namespace: the client's namespace binding (namespace mode).
+        storage_options: the warehouse filesystem's options (for S3: ``endpoint_url``,
+            ``key``, ``secret``, ``client_kwargs={"region_name": ...}``); without them
+            s3fs reads the standard AWS environment.
 
     Raises:
         TableNotFoundError: no metastore, or no such table or link.
         NamespaceError: ``name`` is outside the client's namespace.
         ConfigError: a malformed name.
     """
-    return Table(name, metastore=metastore, warehouse=warehouse, namespace=namespace)
+    return Table(
+        name,
+        metastore=metastore,
+        warehouse=warehouse,
+        namespace=namespace,
+        storage_options=storage_options,
+    )
 
 
 def read_table(
@@ -572,6 +588,7 @@ def read_table(
     write_ids: ValidWriteIdList | str | None = None,
     txns: ValidTxnList | str | None = None,
     options: ReadOptions | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> pa.Table:
     """Read a table (``db.table``, or a link), a partition or a path with the snapshot a
     Hive reader would take: for a name, or a path the catalog registered, the metastore's
@@ -580,7 +597,7 @@ def read_table(
 
     Args:
         name_or_path: a table name, or a table or partition directory (or one ACID file).
-        metastore / warehouse / namespace: as for :func:`table`.
+        metastore / warehouse / namespace / storage_options: as for :func:`table`.
         columns / filter / as_of_write_id / include_row_id / timestamp_unit: as in
             :class:`ReadOptions`; or ``options``, all at once.
         write_ids / txns: an explicit snapshot (the table's ``ValidWriteIdList`` and the
@@ -602,6 +619,7 @@ def read_table(
         name_or_path,
         metastore=metastore,
         warehouse=warehouse,
+        storage_options=storage_options,
         namespace=namespace,
         write_ids=write_ids,
         txns=txns,

@@ -87,7 +87,7 @@ class Target:
         skews = partition_skews(table.partition_names, parts, table.skewed)
         return cls(
             table=table,
-            placement=Placement(layout),
+            placement=Placement(layout, storage=store.storage(layout.location)[0]),
             write_ids=wids,
             txns=txns,
             options=OrcWriterOptions().for_table(table.parameters),

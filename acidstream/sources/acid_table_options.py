@@ -8,18 +8,26 @@ with the reader to Python workers and executors.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from acidstream.acid.errors import ConfigError
+from acidstream.txn.storage_options import StorageOptions
 
 __all__ = [
     "EARLIEST",
     "LATEST",
     "SHORT_NAME",
+    "STORAGE_PREFIX",
     "AcidTableOptions",
+    "spark_storage_options",
 ]
 
 SHORT_NAME = "acidtable"
+
+STORAGE_PREFIX = "storage."
+"""Spark options ``storage.<name>`` are the warehouse filesystem's options
+(``storage.endpoint_url``, ``storage.client_kwargs.region_name``...)."""
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -102,6 +110,9 @@ class AcidTableOptions:
             are a delete plus an insert; ``ignore`` emits the inserts only).
         namespace: the reader's namespace binding (``docs/namespaces.md``): ``table`` may
             then be ``T`` or a link ``T1@B`` held by the namespace.
+        storage_options: the warehouse filesystem's options (``storage.<name>`` Spark
+            options: endpoint, credentials), pickled to the executors that read the files;
+            printed masked.
     """
 
     table: str
@@ -124,6 +135,7 @@ class AcidTableOptions:
     max_write_ids_per_trigger: int | None = None
     on_deletes: str = "fail"
     namespace: str | None = None
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
 
     def __post_init__(self) -> None:
         if not self.table:
@@ -155,7 +167,11 @@ class AcidTableOptions:
     def parse(cls, options: Mapping[str, str]) -> AcidTableOptions:
         """Parse Spark's option strings (unknown keys are refused, naming the known ones)."""
         kw: dict[str, object] = {}
+        pairs: list[str] = []
         for key, value in options.items():
+            if key.lower().startswith(STORAGE_PREFIX):
+                pairs.append(f"{key[len(STORAGE_PREFIX) :]}={value}")
+                continue
             name = _KEYS.get(key.lower())
             if name is None:
                 raise ConfigError(f"unknown {SHORT_NAME} option {key!r} (known: {sorted(_KEYS)})")
@@ -180,4 +196,24 @@ class AcidTableOptions:
                 kw[name] = value
         if "table" not in kw:
             raise ConfigError(f"{SHORT_NAME}: give the table: load('db.table') or a path")
+        if pairs:
+            kw["storage_options"] = StorageOptions.from_pairs(pairs, where="storage.<name>")
         return cls(**kw)  # type: ignore[arg-type]
+
+
+def spark_storage_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """Storage options as ``acidtable`` Spark options (``storage.<name>``, nested names
+    dotted, values as text that :meth:`AcidTableOptions.parse` types back)."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        elif isinstance(value, bool):
+            out[STORAGE_PREFIX + prefix] = "true" if value else "false"
+        else:
+            out[STORAGE_PREFIX + prefix] = "null" if value is None else str(value)
+
+    walk("", dict(options))
+    return out

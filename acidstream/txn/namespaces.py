@@ -314,7 +314,9 @@ def scan_read(
     scans = []
     for name in sorted(partitions):
         part = f"{path.rstrip('/')}/{name}"
-        storage, p = Storage.for_path(part)
+        # A storage the caller opened (with the warehouse's options) serves every partition.
+        given = kwargs.get("storage")
+        storage, p = (given, part) if given is not None else Storage.for_path(part)
         if storage.exists(p):  # registered but not written yet: no rows
             scans.append(scan(part, partition_keys=partition_keys, **kwargs))
     if scans:
