@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from acidstream.acid.errors import AcidFormatError, ConfigError, TableNotFoundError
 from acidstream.acid.layout import ParsedDelta, parse_dir_name
+from acidstream.cli.main import add_storage_option
 from acidstream.cli.output import print_table
 
 if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI starts
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI s
     from acidstream.acid.list_bucketing_prune import LbSelection
     from acidstream.acid.partitions import PartitionValues
     from acidstream.acid.schema import TableSchema
+    from acidstream.acid.storage import Storage
 
 __all__ = ["register"]
 
@@ -60,6 +62,7 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="read the first N bytes only; 'auto' (default) uses the _flush_length side file if any",
     )
+    add_storage_option(p)  # the file may be on an object store
     p.set_defaults(func=_cmd_dump)
 
     p = subparsers.add_parser("ls", help="print the directories a snapshot of a table uses")
@@ -139,6 +142,7 @@ def _resolve_table_arg(
         txns=getattr(args, "txns", None),
         namespace=getattr(args, "namespace", None),
         lease=lease,
+        storage_options=getattr(args, "storage_options", None),
     )
     if args is not None:
         if target.write_ids is not None and getattr(args, "write_ids", None) is None:
@@ -168,11 +172,16 @@ def _warn_no_snapshot(args: argparse.Namespace) -> None:
         print(args.no_snapshot_warning, file=sys.stderr)
 
 
-def _location_exists(target: _Target) -> bool:
-    """Whether the target's directory exists; a catalog table's may not yet (no writes)."""
+def _storage(path: str, args: argparse.Namespace) -> tuple[Storage, str]:
+    """``Storage.for_path`` with the command's ``--storage-option``s."""
     from acidstream.acid.storage import Storage
 
-    storage, spath = Storage.for_path(target.path)
+    return Storage.for_path(path, storage_options=getattr(args, "storage_options", None))
+
+
+def _location_exists(target: _Target, args: argparse.Namespace) -> bool:
+    """Whether the target's directory exists; a catalog table's may not yet (no writes)."""
+    storage, spath = _storage(target.path, args)
     return storage.exists(spath)
 
 
@@ -212,6 +221,7 @@ def _cmd_read(args: argparse.Namespace) -> int:
             columns=columns,
             include_row_id=args.row_id,
             schema=target.schema,
+            storage_options=args.storage_options,
         )
         schema, batches = s.schema, s.batches
         out = sys.stdout
@@ -277,9 +287,8 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     from acidstream.acid.json_values import json_dumps, json_lines
     from acidstream.acid.orc_inspect import inspect_orc, logical_length, read_flush_lengths
     from acidstream.acid.orc_read import read_orc_columns
-    from acidstream.acid.storage import Storage
 
-    storage, path = Storage.for_path(args.file)
+    storage, path = _storage(args.file, args)
     if not storage.exists(path) or storage.is_dir(path):
         raise FileNotFoundError(f"{args.file}: no such file")
     size = storage.size(path)
@@ -331,15 +340,14 @@ def _cmd_ls(args: argparse.Namespace) -> int:
     from acidstream.acid.list_bucketing_prune import ListBucketingPruner, from_predicates
     from acidstream.acid.partitions import discover_partitions
     from acidstream.acid.snapshot import ValidTxnList, ValidWriteIdList
-    from acidstream.acid.storage import Storage
 
     target = _resolve_table_arg(args.path, args)
     header = ["PARTITION", "KIND", "NAME", "DETAIL"]
-    if target.schema is not None and not _location_exists(target):
+    if target.schema is not None and not _location_exists(target, args):
         print_table(header, [], sys.stdout)  # a catalog table nothing was written to
         return 0
     path = target.path
-    storage, spath = Storage.for_path(path)
+    storage, spath = _storage(path, args)
     if not storage.is_dir(spath):
         raise TableNotFoundError(f"{path}: not a table or partition directory")
     wids = ValidWriteIdList.from_string(args.write_ids)

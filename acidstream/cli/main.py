@@ -24,7 +24,7 @@ from acidstream.acid.errors import (
 )
 from acidstream.txn.storage_options import StorageOptions
 
-__all__ = ["OneLineParser", "main", "storage_options_of"]
+__all__ = ["OneLineParser", "add_storage_option", "main", "storage_options_of"]
 
 _COMMAND_MODULES = (
     "acidstream.cli.acid_cmds",
@@ -70,22 +70,29 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_storage_option(parser: argparse.ArgumentParser) -> None:
     """Give every command that takes ``--warehouse`` the global ``--storage-option k=v``
     (repeatable): the warehouse filesystem's options (endpoint, credentials, region), one
-    flag for all commands as ``--warehouse`` and ``--metastore`` are."""
+    flag for all commands as ``--warehouse`` and ``--metastore`` are. A command reading
+    files without a warehouse (``dump``) adds it itself with :func:`add_storage_option`."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
                 _add_storage_option(child)
-    if "--warehouse" in parser._option_string_actions:
-        parser.add_argument(
-            "--storage-option",
-            dest="storage_option",
-            action="append",
-            default=[],
-            metavar="NAME=VALUE",
-            help="the warehouse filesystem's option, repeatable (s3: endpoint_url=..., "
-            "key=..., secret=..., client_kwargs.region_name=...); default: none, and "
-            "the standard AWS_* environment",
-        )
+    options = parser._option_string_actions
+    if "--warehouse" in options and "--storage-option" not in options:
+        add_storage_option(parser)
+
+
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--storage-option NAME=VALUE`` (repeatable) to one command's parser."""
+    parser.add_argument(
+        "--storage-option",
+        dest="storage_option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="the warehouse filesystem's option, repeatable (s3: endpoint_url=..., "
+        "key=..., secret=..., client_kwargs.region_name=...); default: none, and "
+        "the standard AWS_* environment",
+    )
 
 
 def storage_options_of(args: argparse.Namespace) -> StorageOptions:
