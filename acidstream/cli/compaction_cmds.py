@@ -31,7 +31,6 @@ from acidstream.acid.errors import (
     StorageError,
 )
 from acidstream.acid.layout import parse_dir_name
-from acidstream.acid.storage import Storage
 from acidstream.cli.main import EXIT_STORAGE, describe, exit_code
 from acidstream.cli.output import print_table
 from acidstream.cli.txn_cmds import _open
@@ -119,7 +118,7 @@ def _partitions_with_data(store: TxnStore, db: str, table: str) -> list[str]:
     base or delta directory): what ``compact`` without ``--partition`` queues."""
     out = []
     for p in store.list_partitions(db, table):
-        storage, path = Storage.for_path(p.location)
+        storage, path = store.storage(p.location)
         if storage.exists(path) and any(
             e.is_dir and parse_dir_name(e.name) is not None for e in storage.list_dir(path)
         ):

@@ -177,7 +177,7 @@ class Cleaner:
     def _storage_for(self, path: str) -> tuple[Storage, str]:
         if self.storage is not None:
             return self.storage, path
-        return Storage.for_path(path)
+        return self.store.storage(path)  # with the store's options (endpoint, credentials)
 
     def _delete(self, storage: Storage, paths: Sequence[str]) -> tuple[str, ...]:
         done = []

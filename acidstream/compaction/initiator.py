@@ -205,7 +205,9 @@ class Initiator:
             if age > config.aborted_txn_time_threshold_s:
                 return False, f"an abort {age:.0f}s old > {config.aborted_txn_time_threshold_s:g}s"
         path = partition_dir(self.store, t, part)
-        storage, path = (self.storage, path) if self.storage is not None else Storage.for_path(path)
+        storage, path = (
+            (self.storage, path) if self.storage is not None else self.store.storage(path)
+        )
         if not storage.exists(path):
             return None
         txns = self.store.get_valid_txns()

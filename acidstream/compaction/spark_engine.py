@@ -17,7 +17,8 @@ ORC options; each executor opens its own filesystem handle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from acidstream.acid import layout
@@ -51,11 +52,13 @@ class _BucketJob:
     schema_spec: str
     snapshot: CompactorSnapshot
     options: OrcWriterOptions
+    # The filesystem's options (endpoint, credentials), pickled to the executor.
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _bucket_task(job: _BucketJob) -> tuple[int, int]:
     """Executor: compact one bucket; returns (bucket, rows written)."""
-    storage, _ = Storage.for_path(job.part_dir)
+    storage, _ = Storage.for_path(job.part_dir, storage_options=job.storage_options)
     schema = TableSchema.parse(job.schema_spec)
     events = merged_events(job.state, job.snapshot, storage, schema, bucket=job.bucket)
     if events is None:
@@ -87,11 +90,13 @@ def major_on_spark(
     write_ids: ValidCompactorWriteIdList,
     compactor_txn_id: int,
     options: OrcWriterOptions,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> RewriteResult | None:
     """Driver: run a major compaction of one partition as one Spark task per bucket.
 
     Returns ``None`` when the partition cannot be split by bucket (original or raw
     files, or files not named ``bucket_N``): the caller compacts it locally then.
+    ``storage_options``: the filesystem's (endpoint, credentials), for the executors.
     """
     if not is_event_only(state):
         return None
@@ -105,7 +110,16 @@ def major_on_spark(
     )
     snapshot = CompactorSnapshot.of(write_ids)
     jobs = [
-        _BucketJob(part_dir, out_dir, state, b, schema.to_spec(), snapshot, options)
+        _BucketJob(
+            part_dir,
+            out_dir,
+            state,
+            b,
+            schema.to_spec(),
+            snapshot,
+            options,
+            storage_options=storage_options or {},
+        )
         for b in buckets
     ]
     results = spark.sparkContext.parallelize(jobs, len(jobs)).map(_bucket_task).collect()

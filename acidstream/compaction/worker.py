@@ -308,7 +308,7 @@ class Worker:
     def _storage_for(self, path: str) -> tuple[Storage, str]:
         if self.storage is not None:
             return self.storage, path
-        return Storage.for_path(path)
+        return self.store.storage(path)  # with the store's options (endpoint, credentials)
 
     def _check(self, rec: CompactionRecord, state: AcidState) -> str | None:
         """Hive's ``isEnoughToCompact`` and ``isMinorCompactionSupported``; a reason or None."""
@@ -355,6 +355,7 @@ class Worker:
                 write_ids=wids,
                 compactor_txn_id=txn_id,
                 options=orc,
+                storage_options=self.store.storage_options,
             )
             if result is not None:
                 return result
