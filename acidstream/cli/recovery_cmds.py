@@ -175,7 +175,7 @@ def _cmd_fsck(args: argparse.Namespace) -> int:
     t = _resolve(args, write=False)
     if t.store is None:
         assert t.path is not None
-        report = fsck_path(t.path, deep=not args.quick)
+        report = fsck_path(t.path, deep=not args.quick, storage_options=args.storage_options)
     else:
         try:
             report = fsck_table(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -530,7 +530,7 @@ def _partition_dirs(
         return [root], []
     findings: list[Finding] = []
     catalog = {p.location.rstrip("/"): p for p in store.list_partitions(table.db, table.name)}
-    cat_paths = {Storage.for_path(loc)[1].rstrip("/"): loc for loc in catalog}
+    cat_paths = {store.storage(loc)[1].rstrip("/"): loc for loc in catalog}
     on_disk: list[str] = []
     if storage.exists(root):
         on_disk = [
@@ -574,7 +574,7 @@ def fsck_table(
             ``timed_out_txn``) were aborted: ``repair``'s plan, which aborts them first.
     """
     assert table.location is not None
-    storage, root = Storage.for_path(table.location)
+    storage, root = store.storage(table.location)  # with the store's options (endpoint...)
     timeout_s = store.txn_timeout_s() if txn_timeout_s is None else txn_timeout_s
     timed_out = _timed_out_txns(store, table, timeout_s)
     txns = store.get_valid_txns()
@@ -622,9 +622,12 @@ def _check_table_root(w: _Walk, root: str) -> None:
             w.add("unknown_file", c.path, "not a partition directory of a partitioned table")
 
 
-def fsck_path(path: str, *, deep: bool = True) -> FsckReport:
-    """Check a directory no metastore knows: file readability and unknown names only."""
-    storage, root = Storage.for_path(path)
+def fsck_path(
+    path: str, *, deep: bool = True, storage_options: Mapping[str, Any] | None = None
+) -> FsckReport:
+    """Check a directory no metastore knows: file readability and unknown names only.
+    ``storage_options``: the filesystem's (endpoint, credentials)."""
+    storage, root = Storage.for_path(path, storage_options=storage_options)
     w = _Walk(storage, None, ValidTxnList(), deep)
     w.add("no_snapshot", root, "aborted and open write ids cannot be told from committed ones")
     parts = discover_partitions(storage, root)

@@ -234,7 +234,7 @@ def repair_table(
     if not apply:
         return RepairReport(table.full_name, False, tuple(planned), before)
     assert table.location is not None
-    storage, root = Storage.for_path(table.location)
+    storage, root = store.storage(table.location)  # with the store's options (endpoint...)
     actions: list[Action] = []
     for a in planned:
         if a.action == "abort_txns":
