@@ -659,8 +659,10 @@ class CatalogOps(StoreOps):
         )
         # The file system is looked at outside the DB transaction; a writer that starts
         # meanwhile holds an open write id, which the transaction sees.
-        old_file = first_file_under(current.location)
-        new_file = first_file_under(absolute_location(location))
+        # The store's filesystem options (TxnStore.storage_options: endpoint, credentials).
+        opts = getattr(self, "storage_options", None)
+        old_file = first_file_under(current.location, storage_options=opts)
+        new_file = first_file_under(absolute_location(location), storage_options=opts)
         return self._db.run(
             "set_table_location",
             lambda tx: set_table_location(

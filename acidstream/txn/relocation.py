@@ -15,8 +15,9 @@ the move would still use the old paths.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.storage import Storage
@@ -32,10 +33,13 @@ from acidstream.txn.snapshot_sql import (
 __all__ = ["WriteCounts", "check_relocation", "first_file_under", "table_write_counts"]
 
 
-def first_file_under(location: str | None) -> str | None:
+def first_file_under(
+    location: str | None, *, storage_options: Mapping[str, Any] | None = None
+) -> str | None:
     """A file anywhere under ``location`` (data, side file, version marker), or ``None``
     when there is none, the directory is missing, or the location is relative (an old
-    store's, which names no one directory).
+    store's, which names no one directory). ``storage_options``: the filesystem's
+    (endpoint, credentials).
 
     Raises:
         ConfigError: the location cannot be looked at (an unknown scheme, a file system
@@ -45,7 +49,7 @@ def first_file_under(location: str | None) -> str | None:
     if not location or not is_absolute_location(location):
         return None
     try:
-        storage, path = Storage.for_path(location)
+        storage, path = Storage.for_path(location, storage_options=storage_options)
         pending = [path]
         while pending:
             d = pending.pop()

@@ -9,6 +9,7 @@ links other namespaces hold to its tables), never as bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,12 +50,12 @@ class _Walk:
     delete_deltas: int = 0
 
 
-def walk_usage(location: str) -> _Walk:
+def walk_usage(location: str, *, storage_options: Mapping[str, Any] | None = None) -> _Walk:
     """Files, bytes and ACID directories under one table directory (all files count:
     data, side files, version markers). A directory removed during the walk (the Cleaner)
-    is skipped."""
+    is skipped. ``storage_options``: the filesystem's (endpoint, credentials)."""
     out = _Walk()
-    storage, root = Storage.for_path(location)
+    storage, root = Storage.for_path(location, storage_options=storage_options)
     if not storage.exists(root):
         return out
     stack = [root]
@@ -103,7 +104,7 @@ def namespace_usage(store: TxnStore, namespace: str | None = None) -> list[Names
             if not t.location or t.location in seen:
                 continue  # two catalog entries on one directory count it once
             seen.add(t.location)
-            w = walk_usage(t.location)
+            w = walk_usage(t.location, storage_options=store.storage_options)
             total.files += w.files
             total.bytes += w.bytes
             total.bases += w.bases
