@@ -62,6 +62,7 @@ from acidstream.txn.batch import MAX_TXNS_PER_BATCH, TransactionBatch
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.namespaces import bind_write_name, check_namespace_mode
+from acidstream.txn.storage_options import StorageOptions
 from acidstream.txn.store import TxnState, TxnStore, open_store
 
 __all__ = ["SINK_FIELDS", "SPARK_OPTIONS", "AcidSink", "SinkOptions", "committed_offsets"]
@@ -211,6 +212,9 @@ class _TaskPlan:
     options: SinkOptions
     has_offsets: bool
     has_timestamp: bool = False
+    # The warehouse filesystem's options (endpoint, credentials) from the driver's resolved
+    # StoreConfig: executors open the table's storage with them, not with their environment.
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
 
 
 UPSERT_FORMATS = ("json", "debezium")
@@ -281,7 +285,8 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
     attempt = ctx.attemptNumber() if ctx is not None else 0
     if stmt >= 4096:
         raise ConfigError("more than 4096 tasks in one micro-batch: repartition to fewer")
-    place = Placement(plan.table)
+    storage, _ = Storage.for_path(plan.table.location, storage_options=plan.storage_options)
+    place = Placement(plan.table, storage=storage)
     wids = plan.write_ids
     # Every file is a streaming file of the whole batch, written under the task's own
     # statement id; a file left by an earlier, failed attempt of this task is replaced:
@@ -304,6 +309,7 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
             opts.dead_letter_path,
             source=plan.source,
             file_name=f"write_{plan.write_ids[0]:07d}_task_{stmt:04d}_{attempt}.jsonl",
+            storage_options=plan.storage_options,
         )
     offsets: dict[str, dict[str, int]] = {}
     bad = 0
@@ -519,6 +525,9 @@ class AcidSink:
             lineage (``run_kafka_job`` keeps one per checkpoint directory).
         namespace: the namespace the sink is bound to (``docs/namespaces.md``); links and
             other namespaces' tables are refused.
+        storage_options: the warehouse filesystem's options (endpoint, credentials); they
+            travel to the executor tasks inside each task's plan (pickled), not through
+            the executors' environment.
     """
 
     def __init__(
@@ -530,10 +539,13 @@ class AcidSink:
         options: SinkOptions | None = None,
         lineage: str | None = None,
         namespace: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.options = options or SinkOptions()
         self.lineage = lineage
-        self.config = StoreConfig.resolve(metastore=metastore, warehouse=warehouse)
+        self.config = StoreConfig.resolve(
+            metastore=metastore, warehouse=warehouse, storage_options=storage_options
+        )
         self.namespace = namespace
         self.name = bind_write_name(table, namespace=namespace, action="sink into")
         self.db, self.table_name = self.name.db, self.name.table
@@ -548,7 +560,7 @@ class AcidSink:
     # --------------------------------------------------------------- driver setup
     def _open(self) -> tuple[TxnStore, TableDef]:
         if self._store is None or self._table is None:
-            store = open_store(self.config.metastore_url, warehouse=self.config.warehouse)
+            store = self.config.open()  # with the warehouse's storage options
             try:
                 check_namespace_mode(store, self.name, namespace=self.namespace)
                 t = store.get_table(self.db, self.table_name)
@@ -559,7 +571,7 @@ class AcidSink:
                 self.options.orc.for_table(t.parameters)  # a bad ORC property fails here
                 # Hive's metastore creates the table directory with the table; a reader of an
                 # empty table must find it.
-                storage, loc = Storage.for_path(t.location)
+                storage, loc = store.storage(t.location)
                 storage.makedirs(loc)
                 self._store, self._table = store, t
                 self.recover()
@@ -599,7 +611,7 @@ class AcidSink:
         if not write_ids:
             return
         assert self._table is not None and self._table.location is not None
-        storage, root = Storage.for_path(self._table.location)
+        storage, root = self.config.storage(self._table.location)
         if not storage.exists(root):
             return
         dirs = [p.path for p in discover_partitions(storage, root)]
@@ -669,6 +681,7 @@ class AcidSink:
                 options=replace(self.options, orc=self.options.orc.for_table(table.parameters)),
                 has_offsets={"topic", "partition", "offset"} <= set(batch_df.columns),
                 has_timestamp="timestamp" in batch_df.columns,
+                storage_options=self.config.storage_options,
             )
             cols = [self.options.value_column] + (
                 ["topic", "partition", "offset"] if plan.has_offsets else []

@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from acidstream.sinks.foreach_batch import (
     batch_offsets,
 )
 from acidstream.txn.catalog import TableDef
+from acidstream.txn.storage_options import StorageOptions
 from acidstream.txn.table_key import table_key
 
 __all__ = ["CRASH_POINTS", "UpsertSink"]
@@ -77,6 +78,8 @@ class _ParsePlan:
     skip_bad_records: bool
     file_prefix: str  # dead-letter file: <prefix>_t<task>.jsonl (a retry rewrites it)
     value_column: str
+    # The warehouse filesystem's options, for the dead letters (pickled to executors).
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
 
 
 def _parser(plan: _ParsePlan) -> ChangeParser:
@@ -107,6 +110,7 @@ def _parse_task(plan: _ParsePlan, batches: Iterator[Any]) -> Iterator[Any]:
             plan.dead_letter_path,
             source=plan.source,
             file_name=f"{plan.file_prefix}_t{task:04d}.jsonl",
+            storage_options=plan.storage_options,
         )
     offsets: dict[str, dict[str, int]] = {}
     pieces: list[pa.Table] = []
@@ -285,6 +289,7 @@ class UpsertSink(AcidSink):
             skip_bad_records=opts.skip_bad_records,
             file_prefix=f"upsert_{opts.sink_id}_{lineage_tag}_b{batch_id:07d}",
             value_column=opts.value_column,
+            storage_options=self.config.storage_options,
         )
         cols = [opts.value_column] + [
             c for c in ("key", "topic", "partition", "offset", "timestamp") if c in batch_df.columns
