@@ -174,7 +174,9 @@ class _Table:
 def _open_store(opts: AcidTableOptions) -> Any:
     from acidstream.txn.config import StoreConfig
 
-    return StoreConfig.resolve(metastore=opts.metastore, warehouse=opts.warehouse).open()
+    return StoreConfig.resolve(
+        metastore=opts.metastore, warehouse=opts.warehouse, storage_options=opts.storage_options
+    ).open()
 
 
 def _load_table(opts: AcidTableOptions, store: Any | None) -> _Table:
@@ -200,8 +202,10 @@ def _load_table(opts: AcidTableOptions, store: Any | None) -> _Table:
         loaded.link_partitions = ref.partitions
         return loaded
     declared = TableSchema.parse(opts.table_columns) if opts.table_columns else None
-    s = scan(opts.table, schema=declared, txns=opts.valid_txns, write_ids=opts.valid_write_ids)
-    storage, loc = Storage.for_path(opts.table)
+    storage, loc = Storage.for_path(opts.table, storage_options=opts.storage_options)
+    s = scan(
+        loc, schema=declared, txns=opts.valid_txns, write_ids=opts.valid_write_ids, storage=storage
+    )
     pnames: list[str] = []
     for p in discover_partitions(storage, loc):
         pnames += [k for k, _ in p.values if k not in pnames]
@@ -211,7 +215,7 @@ def _load_table(opts: AcidTableOptions, store: Any | None) -> _Table:
         for n, ht in TableSchema.parse(opts.partition_columns).columns:
             ptypes[n.lower()] = ht.to_arrow(timestamp_unit="us")
     return _Table(
-        location=loc,
+        location=opts.table if "://" in opts.table else loc,  # a URL keeps its scheme
         row_schema=row,
         partition_names=tuple(pnames),
         partition_types=tuple(ptypes[n] for n in pnames),
@@ -273,7 +277,9 @@ def _take_snapshot(opts: AcidTableOptions, store: Any, table: _Table) -> _Snapsh
     from acidstream.txn.config import StoreConfig
 
     assert table.name is not None
-    cfg = StoreConfig.resolve(metastore=opts.metastore, warehouse=opts.warehouse)
+    cfg = StoreConfig.resolve(
+        metastore=opts.metastore, warehouse=opts.warehouse, storage_options=opts.storage_options
+    )
     lease: Lease | None = None
     if opts.read_txn_id is not None:
         # The caller holds the txn (AcidReadTxn) and gave its snapshot.
@@ -465,6 +471,8 @@ class AcidTableReader(DataSourceReader):
             output_schema=_arrow_output(schema),
             write_ids=snap.write_ids.to_string(),
             lease=snap.lease,
+            storage_options=options.storage_options,
+            location=table.location,
         )
         self.partition_filters: tuple[Predicate, ...] = ()
 
@@ -474,7 +482,7 @@ class AcidTableReader(DataSourceReader):
         Raises:
             NotEnoughHistoryError: time travel to a version compaction has removed.
         """
-        storage, loc = Storage.for_path(self.location)
+        storage, loc = Storage.for_path(self.location, storage_options=self.opts.storage_options)
         if not storage.exists(loc):
             if self.opts.is_path:
                 raise TableNotFoundError(f"{loc}: no such table directory")
@@ -669,7 +677,11 @@ class AcidTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         assert table.name is not None
         from acidstream.txn.config import StoreConfig
 
-        cfg = StoreConfig.resolve(metastore=self.opts.metastore, warehouse=self.opts.warehouse)
+        cfg = StoreConfig.resolve(
+            metastore=self.opts.metastore,
+            warehouse=self.opts.warehouse,
+            storage_options=self.opts.storage_options,
+        )
         with self._lock:
             lease = self._leases.get(hi)
             if lease is None:
@@ -677,7 +689,7 @@ class AcidTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         txn = lease.txn_id
         txns = store.get_valid_txns(txn)
         wids = store.get_valid_write_ids(table.name.db, table.name.table, txns).capped(hi)
-        storage, loc = Storage.for_path(table.location)
+        storage, loc = Storage.for_path(table.location, storage_options=self.opts.storage_options)
         if not storage.exists(loc):
             return []
         parts = [
@@ -713,6 +725,8 @@ class AcidTableStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             write_ids=wids.to_string(),
             write_range=(lo, hi),
             lease=lease,
+            storage_options=self.opts.storage_options,
+            location=table.location,
         )
         return [_StreamPartition(g, spec) for g in groups]
 

@@ -52,6 +52,7 @@ from acidstream.acid.read_plan import (
 from acidstream.acid.reader import DEFAULT_DELETE_EVENT_CAP
 from acidstream.acid.snapshot import RangeResponse, ValidTxnList, ValidWriteIdList
 from acidstream.acid.storage import Storage
+from acidstream.txn.storage_options import StorageOptions
 
 __all__ = [
     "AcidTablePartition",
@@ -104,6 +105,13 @@ class ReadSpec:
     write_range: tuple[int, int] | None = None
     lease: Lease | None = None
     delete_event_cap: int = DEFAULT_DELETE_EVENT_CAP
+    # The warehouse filesystem's options (endpoint, credentials): executors open the
+    # files with them (pickled here, not read from the executors' environment).
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
+    # The table's location as the catalog names it (with its scheme: ``s3://...``): the
+    # partitions' paths are the storage's own (``bucket/key`` on S3), which name no
+    # filesystem by themselves.
+    location: str | None = None
 
 
 @dataclass(frozen=True)
@@ -442,7 +450,9 @@ def read_partition(spec: ReadSpec, part: AcidTablePartition) -> Iterator[pa.Reco
     """
     lease = _LeaseKeeper(spec.lease)
     lease.beat_if_due()
-    storage, _ = Storage.for_path(part.partition.path)
+    storage, _ = Storage.for_path(
+        spec.location or part.partition.path, storage_options=spec.storage_options
+    )
     write_ids = ValidWriteIdList.from_string(spec.write_ids)
     plan = _plan(spec)
     registry: DeleteKeySet | SortMergedDeletes | None = None
