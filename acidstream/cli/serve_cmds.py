@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--warehouse", help="warehouse root (default: $ACIDSTREAM_WAREHOUSE or ./warehouse)"
     )
+    from acidstream.cli.main import add_storage_option
+
+    add_storage_option(p)  # here too for `python -m acidstream.cli.serve_cmds`
 
 
 def register(subparsers: Any) -> None:
@@ -42,6 +45,7 @@ def register(subparsers: Any) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from acidstream.cli.main import storage_options_of
     from acidstream.ingest.http.config import ServerConfig
     from acidstream.ingest.http.server import serve
 
@@ -52,6 +56,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "port": args.port,
             "metastore": args.metastore,
             "warehouse": args.warehouse,
+            "storage_options": storage_options_of(args),  # over the file's storage_options
         },
     )
     return serve(config)

@@ -20,9 +20,13 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from acidstream.acid.config_fields import Sourced, Tree
 from acidstream.acid.errors import ConfigError
 
-__all__ = ["MASK", "StorageOptions", "is_secret_key"]
+__all__ = ["MASK", "SECTION", "StorageOptions", "from_config_tree", "is_secret_key"]
+
+SECTION = "storage_options"
+"""The config files' key (every file type: the Kafka job's, the HTTP server's)."""
 
 MASK = "***"
 """What a secret's value prints as."""
@@ -215,3 +219,29 @@ class StorageOptions(Mapping[str, Any]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._data = state["_data"]
         self._hash = None
+
+
+def _unwrap(node: Tree | Sourced, where: str) -> Any:
+    if isinstance(node, Sourced):
+        return node.value
+    return {k: _unwrap(v, f"{where}.{k}") for k, v in node.items()}
+
+
+def from_config_tree(
+    tree: Tree, *, over: Mapping[str, Any] | None = None, name: str = SECTION
+) -> StorageOptions:
+    """The ``storage_options:`` mapping of a loaded config (``load_layers``), taken out of
+    ``tree`` (its fields are not typed keys: any filesystem option is accepted), with
+    ``over`` (the command line's ``--storage-option``s) over it.
+
+    Raises:
+        ConfigError: ``storage_options`` is not a mapping.
+    """
+    node = tree.pop(name, None)
+    if isinstance(node, Sourced):
+        if node.value is not None and not isinstance(node.value, Mapping):
+            raise ConfigError(f"{name} must be a mapping of option names to values ({node.source})")
+        base = StorageOptions.of(node.value, where=name)
+    else:
+        base = StorageOptions({} if node is None else _unwrap(node, name), where=name)
+    return base.merged(over)

@@ -39,7 +39,6 @@ from acidstream.acid.errors import (
     TableNotFoundError,
 )
 from acidstream.acid.placement import Placement
-from acidstream.acid.storage import Storage
 from acidstream.acid.table_name import TableName
 from acidstream.ingest.http.body import (
     ROW_PATH_MAX_RECORDS,
@@ -104,7 +103,9 @@ class IngestServer:
     def __init__(self, config: ServerConfig, *, store_config: StoreConfig | None = None) -> None:
         self.config = config
         self.store_config = store_config or StoreConfig.resolve(
-            metastore=config.metastore, warehouse=config.warehouse
+            metastore=config.metastore,
+            warehouse=config.warehouse,
+            storage_options=config.storage_options,
         )
         self.metrics = Metrics()
         self.inflight_bytes = 0
@@ -218,7 +219,8 @@ class IngestServer:
                     metrics=self.metrics,
                 )
                 await run_in_threadpool(w.open)
-                self._placements[name] = Placement(w.layout)
+                storage, _ = self.store_config.storage(w.layout.location)
+                self._placements[name] = Placement(w.layout, storage=storage)
                 if self.draining:
                     w.hurry()
                 self._writers[name] = w
@@ -251,7 +253,7 @@ class IngestServer:
         except Exception as e:  # any failure means: not ready, and say why
             problems.append(f"metastore: {e}")
         try:
-            storage, root = Storage.for_path(self.store_config.warehouse)
+            storage, root = self.store_config.storage()  # the warehouse, with its options
             storage.makedirs(root)
             probe = storage.join(root, f".acidstream-http-probe-{uuid.uuid4().hex}")
             with storage.create(probe) as f:

@@ -32,6 +32,7 @@ from acidstream.acid.errors import ConfigError
 from acidstream.acid.table_name import TableName
 from acidstream.ingest.record_writers import RECORD_FORMATS, RecordWriter, record_writer_for
 from acidstream.txn.namespaces import bind_write_name, refuse_link
+from acidstream.txn.storage_options import StorageOptions, from_config_tree
 
 __all__ = [
     "CommitWindow",
@@ -211,6 +212,9 @@ class ServerConfig:
     port: int = 8080
     metastore: str | None = None
     warehouse: str | None = None
+    # The warehouse filesystem's options (YAML ``storage_options:``, then --storage-option);
+    # printed masked.
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
     tables: Mapping[str, TableSettings] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     commit: CommitWindow = field(default_factory=CommitWindow)
@@ -225,6 +229,7 @@ class ServerConfig:
     def __post_init__(self) -> None:
         check_fields(self, LISTEN_FIELDS, prefix="listen.")
         check_fields(self, SERVER_FIELDS)
+        object.__setattr__(self, "storage_options", StorageOptions.of(self.storage_options))
         ft = self.flume.default_table
         if ft is not None and str(TableName.parse(ft)) not in self.tables:
             raise ConfigError(f"flume.default_table {ft!r} is not one of tables")
@@ -257,9 +262,12 @@ class ServerConfig:
         env: Mapping[str, str] | None = None,
     ) -> ServerConfig:
         """Merge the YAML file < environment < ``overrides`` (the command line's: ``host``,
-        ``port``, ``metastore``, ``warehouse``; ``None`` values are ignored)."""
+        ``port``, ``metastore``, ``warehouse``, ``storage_options`` (merged key by key over
+        the file's); ``None`` values are ignored)."""
         flags: dict[tuple[str, ...], Any] = {}
-        for k, v in (overrides or {}).items():
+        over = dict(overrides or {})
+        storage_over = over.pop("storage_options", None)
+        for k, v in over.items():
             if k not in _OVERRIDES:
                 raise ConfigError(f"unknown override {k!r} (known: {', '.join(_OVERRIDES)})")
             flags[_OVERRIDES[k]] = v
@@ -270,10 +278,12 @@ class ServerConfig:
             flags=flags,
             flag_names={keys: f"--{k}" for k, keys in _OVERRIDES.items()},
         )
+        storage_options = from_config_tree(tree, over=storage_over)
         kwargs = parse_section(tree, SERVER_FIELDS, sections=_SECTIONS)
         kwargs.update(parse_section(section(tree, "listen"), LISTEN_FIELDS, prefix="listen."))
         return cls(
             **kwargs,
+            storage_options=storage_options,
             tables=_tables(tree),
             limits=Limits(**_parsed(tree, "limits", LIMIT_FIELDS)),
             commit=CommitWindow(**_parsed(tree, "commit", COMMIT_FIELDS)),
@@ -302,7 +312,7 @@ LISTEN_FIELDS = {
     for k, v in fields_of(
         ServerConfig,
         Field(name="port", min=0, max=65535),
-        skip=("tables", "limits", "commit", "flume"),
+        skip=("tables", "limits", "commit", "flume", "storage_options"),
     ).items()
     if k in ("host", "port")
 }
@@ -314,7 +324,7 @@ SERVER_FIELDS = {
         Field(name="idempotency_retention_s", above=0),
         Field(name="shutdown_timeout_s", above=0),
         Field(name="log_level", choices=LOG_LEVELS),
-        skip=("tables", "limits", "commit", "flume"),
+        skip=("tables", "limits", "commit", "flume", "storage_options"),
         extra=(txn_timeout_removed(),),
     ).items()
     if k not in LISTEN_FIELDS
