@@ -72,6 +72,7 @@ def _cmd_run_kafka(args: argparse.Namespace) -> int:
         "metastore": args.metastore, "warehouse": args.warehouse,
         "trigger.available_now": False if args.continuous else None,
         "job.metrics_port": args.metrics_port,
+        "storage_options": args.storage_options,  # over the file's storage_options
     }  # fmt: skip
     config = KafkaJobConfig.load(args.config, overrides=overrides)
     return run(
@@ -97,7 +98,7 @@ def fresh_demo_state(config: Any) -> str | None:
 
     wh = config.warehouse
     if "://" in wh:
-        raise ConfigError("the embedded broker runs with a local warehouse (give --warehouse DIR)")
+        raise ConfigError("a remote warehouse's demo state is remote_demo_state's")
     marker = os.path.join(wh, DEMO_MARKER)
     note = None
     if os.path.isdir(wh) and os.listdir(wh):
@@ -114,20 +115,63 @@ def fresh_demo_state(config: Any) -> str | None:
     return note
 
 
+def remote_demo_state(config: Any) -> tuple[Any, str]:
+    """An embedded-broker run on a remote warehouse (``s3://...``): the warehouse stays
+    there, and the run's local state (the Spark checkpoint, which names offsets of this
+    run's broker only) goes to a new temporary directory, removed when the run ends.
+    Returns the config with that checkpoint, and the directory.
+
+    The warehouse must hold no table directory of another run (the broker starts empty,
+    so a table's recorded offsets would name offsets that no longer exist); it is never
+    deleted.
+
+    Raises:
+        ConfigError: the warehouse holds anything.
+    """
+    import dataclasses
+    import tempfile
+
+    from acidstream.acid.errors import ConfigError
+    from acidstream.txn.config import StoreConfig
+
+    cfg = StoreConfig.resolve(
+        metastore=config.metastore,
+        warehouse=config.warehouse,
+        storage_options=config.storage_options,
+    )
+    storage, root = cfg.storage()
+    if storage.exists(root) and storage.list_dir(root):
+        raise ConfigError(
+            f"the embedded broker starts empty on every run, and {config.warehouse} holds "
+            "tables of another run: give a new --warehouse"
+        )
+    local = tempfile.mkdtemp(prefix="acidstream-embedded-")
+    if "://" in config.checkpoint:  # Spark checkpoints on the local disk here
+        config = dataclasses.replace(config, checkpoint=f"{local}/checkpoint")
+    return config, local
+
+
 def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: float | None) -> int:
     """Run the job; with the embedded broker, produce sample events first and print a
     per-partition summary read back from the table."""
+    import shutil
+
     from acidstream.jobs.broker import EmbeddedBroker
     from acidstream.jobs.kafka_job import run_kafka_job
+    from acidstream.txn.config import is_remote
 
     timings: list[tuple[str, float]] = []
     broker = None
+    local_state: str | None = None  # a remote warehouse's embedded run: its local dir
     try:
         bootstrap = config.kafka.bootstrap_servers
-        if config.kafka.embedded:
+        if config.kafka.embedded and is_remote(config.warehouse):
+            config, local_state = remote_demo_state(config)
+        elif config.kafka.embedded:
             note = fresh_demo_state(config)
             if note:
                 print(note, flush=True)
+        if config.kafka.embedded:
             t = time.monotonic()
             broker = EmbeddedBroker().start()
             bootstrap = broker.bootstrap
@@ -180,6 +224,8 @@ def run(config: Any, *, sample_events: int | None, bad_every: int, timeout_s: fl
     finally:
         if broker is not None:
             broker.stop()
+        if local_state is not None:
+            shutil.rmtree(local_state, ignore_errors=True)
     _summary(config, result.rows, timings, expected=expected)
     return 0
 
@@ -195,7 +241,11 @@ def _summary(
     from acidstream.txn.config import StoreConfig
 
     t = time.monotonic()
-    store = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse).open()
+    store = StoreConfig.resolve(
+        metastore=config.metastore,
+        warehouse=config.warehouse,
+        storage_options=config.storage_options,
+    ).open()
     try:
         name = TableName.parse(config.table.name)
         table = store.get_table(name.db, name.table)
@@ -212,6 +262,7 @@ def _summary(
     s = scan_location(
         table.location or "", partition_keys=tuple(table.partition_names), write_ids=wids,
         txns=txns, columns=cols or None, schema=table.schema,
+        storage_options=config.storage_options,
     )  # fmt: skip
     tables = list(s.batches)
     data = pa.concat_tables(tables) if tables else s.schema.empty_table()

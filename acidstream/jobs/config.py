@@ -32,6 +32,7 @@ from acidstream.acid.config_fields import (
 from acidstream.acid.errors import ConfigError
 from acidstream.sinks.foreach_batch import SINK_FIELDS, SinkOptions
 from acidstream.txn.namespaces import refuse_link
+from acidstream.txn.storage_options import StorageOptions, from_config_tree
 
 __all__ = ["JobSettings", "KafkaJobConfig", "KafkaSettings", "TableSettings", "TriggerSettings"]
 
@@ -101,6 +102,9 @@ class KafkaJobConfig:
     job: JobSettings = field(default_factory=JobSettings)
     metastore: str | None = None
     warehouse: str = "./warehouse"
+    # The warehouse filesystem's options (YAML ``storage_options:``, then --storage-option);
+    # printed masked.
+    storage_options: StorageOptions = field(default_factory=StorageOptions)
     checkpoint: str = "./warehouse/_checkpoints/job"
     recover_offsets_from_table: bool = True
     compaction: str = "auto"  # "auto": the driver runs the compactor; "off": another process does
@@ -118,18 +122,24 @@ class KafkaJobConfig:
     ) -> KafkaJobConfig:
         """Merge the YAML file < environment (``ACIDSTREAM_METASTORE``, ``ACIDSTREAM_WAREHOUSE``,
         ``ACIDSTREAM_KAFKA_BOOTSTRAP``) < ``overrides`` (dotted keys, e.g. ``kafka.topic``;
-        ``None`` values are ignored)."""
+        ``None`` values are ignored; ``storage_options``, a mapping, is merged key by key
+        over the file's)."""
+        over = dict(overrides or {})
+        storage_over = over.pop("storage_options", None)
         tree = load_layers(
             path,
             env=os.environ if env is None else env,
             env_vars=_ENV_VARS,
-            flags={_path(k): v for k, v in (overrides or {}).items()},
+            flags={_path(k): v for k, v in over.items()},
             flag_names={_path(k): flag for k, flag in FLAGS.items()},
         )
-        return cls._from_tree(tree)
+        return cls._from_tree(tree, storage_over=storage_over)
 
     @classmethod
-    def _from_tree(cls, tree: Tree) -> KafkaJobConfig:
+    def _from_tree(
+        cls, tree: Tree, *, storage_over: Mapping[str, Any] | None = None
+    ) -> KafkaJobConfig:
+        storage_options = from_config_tree(tree, over=storage_over)
         top = parse_section(tree, TOP_FIELDS, sections=_SECTIONS)
         kafka = KafkaSettings(**_parsed(tree, "kafka", KAFKA_FIELDS))
         table = TableSettings(**_parsed(tree, "table", TABLE_FIELDS))
@@ -155,6 +165,7 @@ class KafkaJobConfig:
             trigger=trigger,
             job=job,
             warehouse=warehouse,
+            storage_options=storage_options,
             checkpoint=checkpoint,
             spark_master=spark.get("master", "local[2]"),
             spark_conf=conf,
@@ -163,6 +174,7 @@ class KafkaJobConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, TOP_FIELDS)
+        object.__setattr__(self, "storage_options", StorageOptions.of(self.storage_options))
 
 
 # The keys of each section, typed and bounded once (acidstream.acid.config_fields).
@@ -176,7 +188,16 @@ TOP_FIELDS = fields_of(
     KafkaJobConfig,
     Field(name="compaction", choices=("auto", "off")),
     Field(name="housekeeping_interval_s", above=0),
-    skip=("kafka", "table", "sink", "trigger", "job", "spark_master", "spark_conf"),
+    skip=(
+        "kafka",
+        "table",
+        "sink",
+        "trigger",
+        "job",
+        "spark_master",
+        "spark_conf",
+        "storage_options",
+    ),
 )
 SPARK_FIELDS = {"master": Field(name="master", kind="str", default="local[2]")}
 _SECTIONS = ("kafka", "table", "sink", "trigger", "job", "spark")

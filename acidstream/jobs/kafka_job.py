@@ -84,7 +84,11 @@ def spark_session(config: KafkaJobConfig) -> Any:
 
 def ensure_table(config: KafkaJobConfig) -> TableDef:
     """The job's table, created from the config when missing and allowed."""
-    cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
+    cfg = StoreConfig.resolve(
+        metastore=config.metastore,
+        warehouse=config.warehouse,
+        storage_options=config.storage_options,
+    )
     store = cfg.open()
     try:
         tn = bind_write_name(config.table.name, namespace=config.table.namespace)
@@ -153,7 +157,7 @@ def make_sink(config: KafkaJobConfig, *, lineage: str | None) -> Any:
     kwargs: dict[str, Any] = {
         "table": config.table.name, "metastore": config.metastore,
         "warehouse": config.warehouse, "options": config.sink, "lineage": lineage,
-        "namespace": config.table.namespace,
+        "namespace": config.table.namespace, "storage_options": config.storage_options,
     }  # fmt: skip
     if _mode(config) == "upsert":
         # Imported here: only an upsert job needs the change-event parser and the
@@ -273,7 +277,11 @@ class _TableServices:
     def __init__(self, config: KafkaJobConfig) -> None:
         from acidstream.txn.housekeeper import Housekeeper
 
-        cfg = StoreConfig.resolve(metastore=config.metastore, warehouse=config.warehouse)
+        cfg = StoreConfig.resolve(
+            metastore=config.metastore,
+            warehouse=config.warehouse,
+            storage_options=config.storage_options,
+        )
         self.housekeeper = Housekeeper(
             cfg.metastore_url,
             interval_s=config.housekeeping_interval_s,
@@ -390,7 +398,9 @@ class _Progress:
             table=str(self.name), sink_id=config.sink.sink_id, mode=_mode(config), lag=self.lag
         )
         self._store = StoreConfig.resolve(
-            metastore=config.metastore, warehouse=config.warehouse
+            metastore=config.metastore,
+            warehouse=config.warehouse,
+            storage_options=config.storage_options,
         ).open()
         self.server: MetricsServer | None = None
         try:
