@@ -28,7 +28,7 @@ test: setup services lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup services
-	for b in acid_io txn_commit streaming record_writers kafka_to_table compaction_speed http_ingest spark_read list_bucketing connection_open mutations cdc; do \
+	for b in acid_io txn_commit streaming record_writers kafka_to_table compaction_speed http_ingest spark_read list_bucketing connection_open mutations cdc object_store; do \
 	  echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 
 chaos: setup services
