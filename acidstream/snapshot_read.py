@@ -195,8 +195,10 @@ def _local_real(location: str | None) -> str | None:
         return None
     if "://" in location:
         storage, path = Storage.for_path(location)
-        if not storage.is_local:
+        local = storage.local_path(path)
+        if local is None:
             return None
+        path = local
     elif not location.startswith("/"):
         return None
     else:
@@ -217,10 +219,11 @@ def find_registered(store: Any, name_or_path: str) -> tuple[TableDef, str | None
     location, and a partition by its name below its table's real directory.
     """
     storage, path = store.storage(name_or_path)
-    if not storage.is_local:
+    local = storage.local_path(path)
+    if local is None:
         found = store.find_location(name_or_path)
         return None if found is None else (found[0], found[1], name_or_path.rstrip("/"))
-    real = os.path.realpath(path)
+    real = os.path.realpath(local)
     for candidate in dict.fromkeys((path, real)):
         found = store.find_location(candidate)
         if found is not None:

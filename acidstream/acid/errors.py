@@ -26,7 +26,9 @@ __all__ = [
     "NotEnoughHistoryError",
     "SerializationError",
     "SideFileError",
+    "StorageAccessError",
     "StorageError",
+    "StorageUnavailableError",
     "TableNotFoundError",
     "TransactionError",
     "TxnAbortedError",
@@ -133,6 +135,18 @@ class StorageError(AcidStreamError, OSError):
     """Writing to the warehouse failed (full disk, read-only file system, I/O error, name
     too long). The transaction being written is aborted; everything committed before it
     stays readable. ``errno`` is the operating system's code when there was one."""
+
+
+class StorageAccessError(StorageError, PermissionError):
+    """The store refused the credentials or the access (an unknown key, a wrong secret, no
+    permission on the bucket): fix the storage options or the policy; retrying will not
+    help. Also a ``PermissionError``. Its message never holds the secret."""
+
+
+class StorageUnavailableError(StorageError):
+    """The store stayed unavailable past the retries (throttling such as S3's ``503
+    SlowDown``, timeouts, refused or dropped connections): the call did not take effect,
+    or, for a write, its object is not visible; try again later."""
 
 
 _ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]")

@@ -184,8 +184,9 @@ def open_orc(storage: Storage, path: str, *, length: int | None = None) -> orc.O
     filesystems read the bytes once into memory.
     """
     try:
-        if storage.is_local:
-            mm = pa.memory_map(path, "r")
+        local = storage.local_path(path)
+        if local is not None:
+            mm = pa.memory_map(local, "r")
             if length is not None and length < mm.size():
                 return orc.ORCFile(pa.BufferReader(mm.read_at(length, 0)))
             return orc.ORCFile(mm)

@@ -225,8 +225,9 @@ class OrcBytes:
         self.length = length
         self._mm: mmap.mmap | None = None
         self._data: bytes | None = None
-        if storage.is_local:
-            with open(path, "rb") as f:
+        local = storage.local_path(path)
+        if local is not None:
+            with open(local, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 if size:
                     self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)

@@ -123,7 +123,7 @@ def last_readable_footer(storage: Storage, path: str, *, size: int, above: int =
     if size <= above + 4:
         return None
     with storage.open_read(path) as f:
-        if storage.is_local:
+        if storage.local_path(path) is not None:  # a real file: map it, no copy
             try:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             except ValueError:  # emptied since it was listed: no footer in it

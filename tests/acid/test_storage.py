@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acidstream.acid import storage as storage_mod
+from acidstream.acid import storage_local as storage_mod
 from acidstream.acid.storage import Storage
 
 
