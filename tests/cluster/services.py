@@ -35,6 +35,7 @@ from pathlib import Path
 import pyspark
 
 from tests.cluster.hosts import Host
+from tests.cluster.spark_log import SHORT_LIVED_JVM
 
 __all__ = [
     "PrivatePostgres",
@@ -295,6 +296,7 @@ def start_tansu(host: Host, binary: str, *, log_dir: Path) -> Proc:
 def _spark_env(work: Path) -> dict[str, str]:
     return {
         "SPARK_DAEMON_MEMORY": "256m",  # master and worker daemons; executors get their own
+        "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM,
         "SPARK_LOCAL_DIRS": str(work / "local"),
         "PYSPARK_PYTHON": sys.executable,
     }
