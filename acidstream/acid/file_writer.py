@@ -37,7 +37,9 @@ import pyarrow.orc as pa_orc
 import pyorc
 
 from acidstream.acid import bucket_codec, faults, layout
+from acidstream.acid.durability import Durability
 from acidstream.acid.errors import AcidFormatError, ConfigError, SerializationError
+from acidstream.acid.group_sync import DeltaMarker, flush_files
 from acidstream.acid.orc_capture import PieceCapture, TailCapture
 from acidstream.acid.orc_events import InsertRun, splice_insert_events
 from acidstream.acid.orc_options import OrcWriterOptions
@@ -66,6 +68,8 @@ __all__ = [
     "AcidFileWriter",
     "Engine",
     "FileKind",
+    "record_footers",
+    "sync_data_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -106,6 +110,8 @@ class AcidFileWriter:
             batches pyarrow would get wrong, such as pre-1970 timestamps with a
             fraction, go to exact pyorc-written pieces of a stitched file).
             ``auto`` picks ``arrow`` unless the file is streaming.
+        durability: ``fsync`` (each durable point waits for the disk) or ``flush``
+            (hands the bytes to the OS only: Hive's hflush; ``acidstream.acid.durability``).
     """
 
     #: Streaming pieces of inserts let pyarrow encode only the rows and splice the event
@@ -127,6 +133,7 @@ class AcidFileWriter:
         options: OrcWriterOptions | None = None,
         engine: Engine = "auto",
         row_ids: RowIdSequence | None = None,
+        durability: Durability = "fsync",
     ) -> None:
         if engine == "auto":
             engine = "pyorc" if streaming else "arrow"
@@ -145,6 +152,7 @@ class AcidFileWriter:
         self.statement_id = statement_id
         self.bucket_property = bucket_codec.encode(bucket_id, statement_id)
         self.streaming = streaming
+        self.sync = durability == "fsync"
         base = options or OrcWriterOptions()
         if kind == "insert":
             self.options = base.delta_options(streaming=streaming)
@@ -165,15 +173,20 @@ class AcidFileWriter:
         )
         directory = path.rsplit("/", 1)[0]
         storage.makedirs(directory)
-        storage.write_bytes_if_absent(
-            storage.join(directory, layout.ACID_FORMAT_FILE), str(layout.ACID_VERSION).encode()
+        # The delta's format marker is made durable with this file's first sync.
+        self._marker = DeltaMarker(
+            storage,
+            storage.join(directory, layout.ACID_FORMAT_FILE),
+            str(layout.ACID_VERSION).encode(),
         )
         self._raw = storage.create(path)
         self._side: IO[bytes] | None = None
         if side_file:
             self._side = storage.create(layout.side_file_name(path))
             self._side.write(encode_flush_length(0))
-            storage.durable_flush(self._side)
+            # To the OS only: the first record_footer syncs this entry with its own, and
+            # nothing in the file commits before that.
+            storage.durable_flush(self._side, sync=False)
         self._capture = TailCapture(self._raw)
         self.engine = engine
         self._orc: Any = None
@@ -741,21 +754,38 @@ class AcidFileWriter:
         return self.record_footer(length)
 
     def sync_data(self) -> None:
-        """Make the file durable up to its last footer (``fdatasync``). May run on another
-        thread while the writer's owner waits for it and does not touch the writer."""
-        self.storage.durable_flush(self._raw)
+        """Make the file durable up to its last footer (``fdatasync``; with durability
+        ``flush``, handed to the OS), with the delta's marker on the first call. May run
+        on another thread while the writer's owner waits for it and does not touch the
+        writer. :func:`sync_data_of` does this for several files at once."""
+        sync_data_of([self])
+
+    def sync_handles(self) -> list[IO[bytes]]:
+        """The files :meth:`sync_data` makes durable: the data file, and the delta's
+        marker until its first sync."""
+        return [self._raw, *self._marker.pending()]
+
+    def data_synced(self) -> None:
+        """The sync of :meth:`sync_handles` ended well (the marker is done with)."""
+        self._marker.synced(durable=self.sync)
 
     def record_footer(self, length: int) -> int:
         """Record ``length`` (from :meth:`write_footer`) in the side file, durably; only
         after :meth:`sync_data` returned, so the side file never points past durable
-        bytes. Returns ``length``."""
+        bytes. Returns ``length``. :func:`record_footers` does this for several files."""
+        record_footers([(self, length)])
+        return length
+
+    def _write_side(self, length: int) -> IO[bytes] | None:
+        """The first half of :meth:`record_footer`: the side-file entry, not yet durable."""
         faults.point("file.after_footer")  # the footer is durable, its length not yet recorded
         if self._side is not None:
             self._side.write(encode_flush_length(length))
-            self.storage.durable_flush(self._side)
+        return self._side
+
+    def _side_recorded(self, length: int) -> None:
         self._last_flush = length
         self.flush_lengths.append(length)
-        return length
 
     def _seal_piece(self) -> int:
         """Stitched file: finish the current piece (its last stripe) and write a tail
@@ -782,6 +812,13 @@ class AcidFileWriter:
         """
         if self._closed:
             return
+        self.end()
+        self.sync_data()
+        self.finish()
+
+    def end(self) -> None:
+        """The first part of :meth:`close`: the final footer, not yet durable (then
+        :meth:`sync_data` and :meth:`finish`; ``TableWriter`` syncs its files at once)."""
         self._closed = True  # whatever happens below, only abandon() is left
         if self._stitch is not None:
             self._seal_piece()
@@ -798,10 +835,11 @@ class AcidFileWriter:
             finally:
                 self._capture.holding = False
             self._finish_tail(self._capture.logical)
-        self._finish_file()
 
-    def _finish_file(self) -> None:
-        self.storage.durable_flush(self._raw)
+    def finish(self) -> None:
+        """The last part of :meth:`close`, once the final footer is durable
+        (:meth:`sync_data`): close the file, delete the side file (and the file, if it
+        holds no events and is not a base)."""
         self._raw.close()
         if self._side is not None:
             self._side.close()
@@ -844,6 +882,7 @@ class AcidFileWriter:
             return
         self._closed = True
         self._drop_encoder()
+        self._marker.close()
         self._raw.close()
         self.storage.delete(self.path)
 
@@ -860,6 +899,7 @@ class AcidFileWriter:
             return
         self._closed = True
         self._drop_encoder()
+        self._marker.close()
         for f in (self._raw, self._side):
             if f is not None:
                 try:
@@ -890,3 +930,35 @@ class AcidFileWriter:
             self.close()
         else:
             self.abort()
+
+
+def sync_data_of(writers: Sequence[AcidFileWriter]) -> None:
+    """:meth:`AcidFileWriter.sync_data` of several files (one commit's, on one storage
+    and durability) at once: their ``fdatasync``s run together, so the commit waits
+    for the disk about once, not once per file (``acidstream.acid.group_sync``)."""
+    if not writers:
+        return
+    first = writers[0]
+    flush_files(first.storage, [h for w in writers for h in w.sync_handles()], sync=first.sync)
+    for w in writers:
+        w.data_synced()
+
+
+def record_footers(footers: Sequence[tuple[AcidFileWriter, int]]) -> None:
+    """:meth:`AcidFileWriter.record_footer` of several files at once: every side-file
+    entry written, then their syncs together. Only after the files' data sync
+    (:func:`sync_data_of`) returned.
+
+    Why not one sync per file for data and side file together: the side file must never
+    point past durable bytes (a reader would take garbage for a footer; ``acidstream.acid.
+    side_file``). Synced together, the side file's new entry could reach the disk before
+    the footer it names, and a power loss in between would leave exactly that. The
+    order is what costs the second wait: data, then side file, then the metastore
+    commit; each step's files are synced together instead of one by one."""
+    if not footers:
+        return
+    sides = [f for w, length in footers if (f := w._write_side(length)) is not None]
+    first = footers[0][0]
+    flush_files(first.storage, sides, sync=first.sync)
+    for w, length in footers:
+        w._side_recorded(length)

@@ -35,8 +35,9 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from acidstream.acid import bucket_codec, layout
+from acidstream.acid.durability import Durability
 from acidstream.acid.errors import AcidStreamError, ConfigError
-from acidstream.acid.file_writer import AcidFileWriter
+from acidstream.acid.file_writer import AcidFileWriter, record_footers, sync_data_of
 from acidstream.acid.orc_options import OrcWriterOptions
 from acidstream.acid.placement import Placement
 from acidstream.acid.row_keys import RowIdSequence
@@ -104,6 +105,10 @@ class TableWriter:
             (``None``: never).
         replace_files: delete a file (and its side file) left at a path before writing it
             (a retried Spark task rewrites its dead attempt's file whole).
+        durability: ``fsync`` (every durable point waits for the disk) or ``flush`` (the
+            bytes are handed to the OS: Hive's hflush); see ``acidstream.acid.durability``.
+            The files of one step (a commit's footers, the final footers, the delete
+            files) are synced together, not one after the other.
 
     Not thread-safe: its owner serialises calls (``StreamingConnection`` holds its lock).
     """
@@ -117,6 +122,7 @@ class TableWriter:
         streaming: bool = False,
         memory_limit_bytes: int | None = None,
         replace_files: bool = False,
+        durability: Durability = "fsync",
     ) -> None:
         if memory_limit_bytes is not None and memory_limit_bytes <= 0:
             raise ConfigError("memory_limit_bytes must be > 0")
@@ -128,6 +134,7 @@ class TableWriter:
         self.streaming = streaming
         self.memory_limit_bytes = memory_limit_bytes
         self.replace_files = replace_files
+        self.durability: Durability = durability
         self._files: dict[FileKey, AcidFileWriter] = {}
         # One rowId numbering per bucket, shared by its files in list-bucketing directories.
         self._row_ids: dict[Key, RowIdSequence] = {}
@@ -216,7 +223,7 @@ class TableWriter:
             self._replace(path)
         row_ids = self._row_ids.setdefault((part, bucket), RowIdSequence())
         if not t.base:
-            return self.place.insert_writer(
+            w = self.place.insert_writer(
                 part,
                 bucket,
                 min_write_id=t.min_write_id,
@@ -228,6 +235,9 @@ class TableWriter:
                 row_ids=row_ids,
                 visibility_txn_id=t.visibility_txn_id,
             )
+            # (Set here: the placement opens its files fsync; nothing syncs before this.)
+            w.sync = self.durability == "fsync"
+            return w
         self._mark_lb_parent(part, t.dir_name(), lb_dir)
         return AcidFileWriter(
             self.place.storage,
@@ -239,6 +249,7 @@ class TableWriter:
             options=self.options,
             engine="arrow",
             row_ids=row_ids,
+            durability=self.durability,
         )
 
     def drain(self, write_id: int) -> None:
@@ -266,9 +277,9 @@ class TableWriter:
         """Auto-flush: drain the buffers into the files, then give each streaming file an
         intermediate footer (and side-file length) so its rows leave memory. No commit."""
         self.drain(write_id)
-        for w in self._files.values():
-            if w.streaming:
-                w.flush()
+        footers = [(w, w.write_footer()) for w in self._files.values() if w.streaming]
+        sync_data_of([w for w, _ in footers])
+        record_footers(footers)
 
     def write_footers(self, write_id: int) -> list[tuple[AcidFileWriter, int]]:
         """A txn boundary: drain, then an intermediate footer on every file. Returns each
@@ -301,6 +312,7 @@ class TableWriter:
         id (decoded from its bucket property), events sorted by (originalTransaction,
         bucket, rowId), duplicates dropped. Returns the paths written."""
         paths: list[str] = []
+        files: list[AcidFileWriter] = []
         d = self.target.dir_name(delete=True)
         for part in sorted(self._deletes):
             by_writer: dict[int, list[tuple[int, int, int]]] = {}
@@ -310,7 +322,7 @@ class TableWriter:
                 path = self._path(part, d, writer_id)
                 if self.replace_files:
                     self._replace(path)
-                with AcidFileWriter(
+                w = AcidFileWriter(
                     self.place.storage,
                     path,
                     self.place.schema,
@@ -318,9 +330,25 @@ class TableWriter:
                     bucket_id=writer_id,
                     statement_id=self.target.statement_id,
                     options=self.options,
-                ) as w:
+                    durability=self.durability,
+                )
+                files.append(w)
+                try:
                     w.delete(write_id, sorted(set(by_writer[writer_id])))
+                    w.end()
+                except BaseException:
+                    for f in files:  # nothing of them is committed: removed
+                        f.abandon()
+                    raise
                 paths.append(path)
+        try:
+            sync_data_of(files)  # the delete files' final footers, synced together
+        except BaseException:
+            for f in files:
+                f.abandon()
+            raise
+        for f in files:
+            f.finish()
         self._deletes.clear()
         self._delete_bytes = 0
         return paths
@@ -372,6 +400,7 @@ class TableWriter:
             statement_id=self.target.statement_id,
             options=self.options,
             engine="arrow",
+            durability=self.durability,
         )
         try:
             w.write_events(op, original_txn, bucket_property, row_id, current_txn, rows)
@@ -407,9 +436,16 @@ class TableWriter:
     def close(self) -> None:
         """Final footers on every insert file (durable; side files deleted); raises on the
         first failure, leaving the rest to :meth:`abandon`. Buffered rows must have been
-        drained; forgets the files."""
-        for w in self._files.values():
-            w.close()
+        drained; forgets the files.
+
+        Every file's final footer is written first, then all are synced together (one
+        wait for the disk), then closed."""
+        files = list(self._files.values())
+        for w in files:
+            w.end()
+        sync_data_of(files)
+        for w in files:
+            w.finish()
         self._forget()
 
     def finish(self) -> None:

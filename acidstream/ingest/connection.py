@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from acidstream.acid.durability import Durability, resolve_durability
 from acidstream.acid.errors import (
     AcidStreamError,
     ConfigError,
@@ -85,6 +86,8 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             connection; ``None`` on a partitioned table means dynamic partitioning: the
             partition values are the trailing fields of each record.
         options: everything else.
+        durability: ``"fsync"`` or ``"flush"``, overriding ``options.durability`` and the
+            table property ``acidstream.durability`` (``docs/durability.md``).
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
         storage_options: Mapping[str, Any] | None = None,
         static_partition: Sequence[str | None] | Mapping[str, str | None] | None = None,
         options: StreamingOptions | None = None,
+        durability: str | None = None,
     ) -> None:
         self.options = options or StreamingOptions()
         self.name = TableName.parse(table)
@@ -134,6 +138,13 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             self.schema: TableSchema = self.table.schema
             # The table's ORC properties (orc.compress...) win over the options', as in Hive.
             self._orc = self.options.orc.for_table(self.table.parameters)
+            # ... while the writer's durability wins over the table's (a writer may accept
+            # to lose its last commits to a power cut; the table states the default).
+            self.durability: Durability = resolve_durability(
+                durability if durability is not None else self.options.durability,
+                self.table.parameters,
+                full_name=self.table.full_name,
+            )
             layout = self._layout()
             self._place = Placement(layout, storage=self._store.storage(layout.location)[0])
             self._static = self._static_partition(static_partition)
@@ -308,6 +319,7 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             agent_info=self._agent,
             on_call=self._count_call,
             heartbeater=self._heartbeater,
+            durability=self.durability,
         )
 
     def begin_transaction(self) -> int:
@@ -334,6 +346,7 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
                         options=self._orc,
                         streaming=b.size > 1,
                         memory_limit_bytes=self.options.memory_limit_bytes,
+                        durability=self.durability,
                     )
             txn = b.begin_next()
             if self._changes is not None:

@@ -15,7 +15,7 @@ from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from acidstream.acid.file_writer import AcidFileWriter
+from acidstream.acid.file_writer import AcidFileWriter, record_footers, sync_data_of
 
 __all__ = ["FooterSyncer", "PendingFooters"]
 
@@ -35,8 +35,7 @@ class PendingFooters:
         self.data.result()
         if not self.recorded:
             self.recorded = True
-            for w, length in self.footers:
-                w.record_footer(length)
+            record_footers(self.footers)  # the side files, synced together
 
     def wait(self) -> None:
         """Wait until the sync ended, however it ended (the files are the writer's again)."""
@@ -81,7 +80,7 @@ class FooterSyncer:
 
 
 def _sync_data(files: Sequence[AcidFileWriter]) -> None:
-    """Make each file durable up to its new footer (the sync thread or the writing thread;
-    the writing thread waits for it before recording the footers and committing)."""
-    for w in files:
-        w.sync_data()
+    """Make every file durable up to its new footer, the files together (the sync thread
+    or the writing thread; the writing thread waits for it before recording the footers
+    and committing)."""
+    sync_data_of(files)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from acidstream.acid import layout
+from acidstream.acid.durability import parse_durability
 from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.acid.writer import OrcWriterOptions
 from acidstream.txn.batch import MAX_TXNS_PER_BATCH
@@ -47,6 +48,11 @@ class StreamingOptions:
             open) and the connection takes ``upsert``/``upsert_block``/``delete`` instead
             of ``write`` (:mod:`acidstream.ingest.upserts`). An upsert connection runs
             one txn per batch (``txns_per_batch`` must be 1).
+        durability: ``"fsync"`` (a commit returns once its files and the metastore commit
+            are on the disk: it survives a power loss) or ``"flush"`` (Hive's hflush:
+            handed to the OS, survives the writer's crash, not a power loss); ``None``:
+            the table property ``acidstream.durability``, else ``fsync``. See
+            ``docs/durability.md``.
     """
 
     txns_per_batch: int = 1
@@ -62,8 +68,11 @@ class StreamingOptions:
     agent_info: str = ""
     namespace: str | None = None
     mode: str = "append"
+    durability: str | None = None
 
     def __post_init__(self) -> None:
+        if self.durability is not None:
+            parse_durability(self.durability)  # a bad value is refused here, by name
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode == "upsert" and self.txns_per_batch != 1:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
 from acidstream.acid import faults
+from acidstream.acid.durability import Durability
 from acidstream.acid.errors import (
     AcidStreamError,
     CommitConflictError,
@@ -105,6 +106,10 @@ class TransactionBatch:
         heartbeater: the writer's heartbeat thread, to follow this batch from now on
             (a writer keeps one for all its batches); ``None``: the batch starts its own,
             on its own store connection, and stops it on ``close``.
+        durability: how the commits are made durable in the metastore: ``fsync`` (synced
+            before the commit returns) or ``flush`` (handed to the database's OS: SQLite
+            ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit=off``); the writer
+            makes its files durable the same way (``acidstream.acid.durability``).
     """
 
     def __init__(
@@ -124,6 +129,7 @@ class TransactionBatch:
         exclusive: bool = False,
         on_call: Callable[[], None] | None = None,
         heartbeater: Heartbeater | None = None,
+        durability: Durability = "fsync",
     ) -> None:
         if not 1 <= size <= MAX_TXNS_PER_BATCH:
             raise ConfigError(f"a transaction batch holds 1..{MAX_TXNS_PER_BATCH} txns, not {size}")
@@ -134,6 +140,7 @@ class TransactionBatch:
         if exclusive and operation is DataOperationType.INSERT:
             raise ConfigError("an exclusive (EXCL_WRITE) batch updates or deletes; inserts share")
         self.operation = operation
+        self.durability: Durability = durability
         self.lock_type = LockType.EXCL_WRITE if exclusive else _LOCK_TYPE[operation]
         self.store = store
         self.table = table
@@ -409,17 +416,18 @@ class TransactionBatch:
     ) -> None:
         db, table = self.table.db, self.table.table
         try:
-            if len(txns) == 1:
-                nxt = None if next_txn is None else self._lock_request(next_txn)
-                lock = self.store.commit_txn(
-                    txns[0], key=key, value=value, db=db, table=table,
-                    before_commit=durable, next_lock=nxt, key_once=key_once,
-                )  # fmt: skip
-                if next_txn is not None and lock is not None:
-                    if lock.state is LockState.ACQUIRED:
-                        self._locked.add(next_txn)
-            else:
-                self.store.commit_txns(txns, key=key, value=value, db=db, table=table)
+            with self.store.database.commit_durability(sync=self.durability == "fsync"):
+                if len(txns) == 1:
+                    nxt = None if next_txn is None else self._lock_request(next_txn)
+                    lock = self.store.commit_txn(
+                        txns[0], key=key, value=value, db=db, table=table,
+                        before_commit=durable, next_lock=nxt, key_once=key_once,
+                    )  # fmt: skip
+                    if next_txn is not None and lock is not None:
+                        if lock.state is LockState.ACQUIRED:
+                            self._locked.add(next_txn)
+                else:
+                    self.store.commit_txns(txns, key=key, value=value, db=db, table=table)
             self._call()
         except CommitStateUnknownError as e:
             log.warning("commit of txns %s: outcome unknown (%s); asking the metastore", txns, e)

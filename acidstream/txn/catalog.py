@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from acidstream.acid.bucket_codec import MAX_BUCKET_ID
+from acidstream.acid.durability import check_durability_property
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.list_bucketing import (
     DEFAULT_DIR_NAME,
@@ -268,6 +269,7 @@ def validate_table(t: TableDef, *, check_properties: bool = True) -> TableDef:
     if check_properties:
         _validate_properties(f"{db}.{name}", params, col_names)
         check_key_properties(f"{db}.{name}", params, dict(columns), dict(pkeys))
+        check_durability_property(f"{db}.{name}", params)
     out = replace(
         t,
         db=db,

@@ -23,9 +23,10 @@ each statement boundary of a call is a named step (``commit_txn.before_commit``.
 from __future__ import annotations
 
 import abc
+import contextlib
 import enum
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -137,6 +138,9 @@ class Database(abc.ABC):
     serialises_writers = False
     max_attempts = 8
     max_retry_s = 60.0
+    #: Inside :meth:`commit_durability`: whether its writing calls commit synced (the
+    #: backends read it in ``_begin``); ``None``: the backend's default.
+    _commit_sync: bool | None = None
 
     def __init__(self, url: str, *, read_only: bool = False) -> None:
         self.url = url
@@ -192,6 +196,19 @@ class Database(abc.ABC):
         """Whether the schema has the table (names are case-insensitive, as unquoted SQL)."""
 
     # -- shared -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def commit_durability(self, *, sync: bool) -> Iterator[None]:
+        """The writing calls made inside commit on the disk before they return (``sync``)
+        or only handed to the database's OS (a writer's ``durability: flush``), where the
+        backend chooses per DB transaction (SQLite ``synchronous``, PostgreSQL
+        ``synchronous_commit``); ``acidstream.acid.durability``."""
+        with self._mutex:
+            prev, self._commit_sync = self._commit_sync, sync
+            try:
+                yield
+            finally:
+                self._commit_sync = prev
+
     def crash_point(self, name: str) -> None:
         """A fault-injection step (:mod:`acidstream.acid.faults`); a pipelining backend flushes first so
         that a crash falls between statements the server has run."""
