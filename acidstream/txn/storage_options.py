@@ -132,11 +132,14 @@ class StorageOptions(Mapping[str, Any]):
             name, sep, text = pair.partition("=")
             name = name.strip()
             parts = name.split(".")
-            if not sep or not all(parts):
-                # The value is not shown: it may be a secret typed in the wrong form.
+            if not sep:
+                # The text is not shown: it may be a secret typed in the wrong form.
                 raise ConfigError(
-                    f"{where}: expected NAME=VALUE, got a text without one ({name!r})"
+                    f"{where}: expected NAME=VALUE, got a text without '=' "
+                    "(not shown: it may be a secret)"
                 )
+            if not all(parts):
+                raise ConfigError(f"{where}: empty option name in {name!r}=... (NAME=VALUE)")
             node = data
             for p in parts[:-1]:
                 child = node.get(p)
