@@ -48,6 +48,7 @@ from acidstream.sinks.foreach_batch import (
     _job_group,
     _merge_offsets,
     batch_offsets,
+    whole_task,
 )
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.storage_options import StorageOptions
@@ -116,9 +117,7 @@ def _parse_task(plan: _ParsePlan, batches: Iterator[Any]) -> Iterator[Any]:
     pieces: list[pa.Table] = []
     rows = bad = 0
     options = ChangeOptions(key=plan.key, ordering=plan.ordering)
-    for batch in batches:
-        if not batch.num_rows:
-            continue
+    for batch in whole_task(batches):  # one parse of the task's whole micro-batch
         rows += batch.num_rows
         if "topic" in batch.schema.names and "offset" in batch.schema.names:
             offsets = _merge_offsets(offsets, batch_offsets(batch))
