@@ -33,6 +33,8 @@ bench: setup services
 
 chaos: setup services
 	$(PY) -m tests.chaos.run --iterations 250 --kafka-iterations 4 --jobs 2 --report docs/chaos.md
+	# durability flush (docs/durability.md): the connection writer's process kills again
+	$(PY) -m tests.chaos.run --durability flush --iterations 70 --jobs 2 --report docs/chaos-flush.md
 
 chaos-replay: setup services  # make chaos-replay CASE=connection-batchN-kill:20001:sqlite
 	$(PY) -m tests.chaos.run --replay $(CASE)

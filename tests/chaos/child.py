@@ -122,12 +122,14 @@ def run_connection(spec: dict[str, Any], say: Callable[[str], None] = _print) ->
         txns_per_batch=int(spec["txns_per_batch"]),
         memory_limit_bytes=int(spec.get("memory_limit_bytes", 1 << 20)),
         housekeeping_interval_s=None,
+        durability=os.environ.get("ACIDSTREAM_CHAOS_DURABILITY") or "fsync",  # run.py --durability
     )
     say(f"start {start}")
     try:
         with StreamingConnection(
             spec["table"], record_writer=StrictJsonWriter(), store=store, options=opts
         ) as c:
+            say(f"durability {c.durability}")
             i = start
             while i < n:
                 c.begin_transaction()

@@ -155,6 +155,27 @@ def make_table(
     )
 
 
+DURABILITY_ENV = "ACIDSTREAM_CHAOS_DURABILITY"
+"""The writers' durability in this run (``fsync`` when unset): ``tests/chaos/run.py
+--durability`` sets it for itself, its child processes inherit it, and the connection
+writer (``child.run_connection``, in a child or inline) passes it to its connection."""
+
+FLUSH_SCENARIOS = frozenset({
+    "connection-batch1-kill", "connection-batchN-kill", "connection-partitioned-kill",
+    "connection-footer-kill", "connection-sigstop-zombie", "connection-pg-terminate",
+    "connection-clock-jump",
+})  # fmt: skip
+"""The scenarios run with ``--durability flush``: the connection writer's process kills
+and metastore faults, which ``flush`` must survive as ``fsync`` does (a killed process
+leaves its bytes to the OS). Storage faults (``faulty://`` fails syncs) and power loss are
+not: ``flush`` makes no promise against a machine crash."""
+
+
+def chaos_durability() -> str:
+    """This run's writer durability (:data:`DURABILITY_ENV`; read when a writer starts)."""
+    return os.environ.get(DURABILITY_ENV) or "fsync"
+
+
 def child_env(faults: Sequence[str] = ()) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("ACIDSTREAM_FAULTS", None)

@@ -6,6 +6,11 @@ reachable), checks the JVM ORC reader on every file left (when PySpark and Java 
 there), and writes the report: scenario x fault x iterations x result, the seeds, and the
 replay command. ``--replay SCENARIO:SEED:BACKEND`` runs one iteration and prints it.
 
+``--durability flush`` runs the connection writer with durability ``flush`` (Hive's
+hflush: bytes handed to the OS, the metastore commit not synced) and only the scenarios
+of ``FLUSH_SCENARIOS`` (process kills and metastore faults: what ``flush`` must survive);
+``make chaos`` runs the suite once per mode.
+
 Exit code 0 when every iteration kept every invariant, 1 otherwise.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import os
 import platform
 import re
 import sys
@@ -24,7 +30,9 @@ from collections import defaultdict
 from typing import Any
 
 from tests.chaos.harness import (
+    DURABILITY_ENV,
     FAULTS,
+    FLUSH_SCENARIOS,
     KAFKA,
     SCENARIOS,
     Outcome,
@@ -252,7 +260,12 @@ def _upsert_lines(outcomes: list[tuple[Outcome, str]]) -> list[str]:
 
 
 def report_markdown(
-    outcomes: list[tuple[Outcome, str]], *, base_seed: int, seconds: float, jvm: bool
+    outcomes: list[tuple[Outcome, str]],
+    *,
+    base_seed: int,
+    seconds: float,
+    jvm: bool,
+    durability: str = "fsync",
 ) -> str:
     by: dict[tuple[str, str], list[tuple[Outcome, str]]] = defaultdict(list)
     for o, backend in outcomes:
@@ -268,7 +281,8 @@ def report_markdown(
         f"({platform.machine()}, Python {platform.python_version()}): **{len(outcomes)} "
         f"iterations, {ok} passed, {len(outcomes) - ok} failed** in {seconds / 60:.1f} min; "
         f"seeds {min(seeds)}..{max(seeds)}; JVM ORC reader check "
-        f"{'on every file left' if jvm else 'NOT run (no Java/PySpark)'}.",
+        f"{'on every file left' if jvm else 'NOT run (no Java/PySpark)'}; writer "
+        f"durability **{durability}** (`--durability {durability}`).",
         "",
         "Each iteration: a seeded schedule (step, hit, events, txns per batch, memory limit",
         "forcing auto-flushes) drives one writer in a child process into its fault; the",
@@ -436,10 +450,21 @@ def main(argv: list[str] | None = None) -> int:
         "--scenarios", "--only", metavar="NAME,...",
         help="run only these scenarios (comma-separated; default: every one)",
     )  # fmt: skip
+    p.add_argument(
+        "--durability", choices=("fsync", "flush"), default="fsync",
+        help="the connection writer's durability (flush: only the process-kill scenarios)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     only = frozenset(args.scenarios.split(",")) if args.scenarios else None
     if only is not None and not only <= set(SCENARIOS):
         p.error(f"unknown scenarios: {sorted(only - set(SCENARIOS))}")
+    # Inherited by every writer process of the run (and read by the inline ones).
+    os.environ[DURABILITY_ENV] = args.durability
+    if args.durability == "flush":
+        only = FLUSH_SCENARIOS if only is None else only & FLUSH_SCENARIOS
+        if not only:
+            p.error("--durability flush runs only " + ", ".join(sorted(FLUSH_SCENARIOS)))
+        args.kafka_iterations = 0  # (the Kafka job's writers are not connection writers)
     reason = pg_unreachable()
     backends = ["sqlite"] + ([] if reason else ["postgres"])
     if reason:
@@ -469,7 +494,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         with open(args.report, "w") as f:
             f.write(
-                report_markdown(outcomes, base_seed=args.seed, seconds=total, jvm=jvm is not None)
+                report_markdown(
+                    outcomes,
+                    base_seed=args.seed,
+                    seconds=total,
+                    jvm=jvm is not None,
+                    durability=args.durability,
+                )
             )
     failed = sum(not o.ok for o, _ in outcomes)
     print(f"{len(outcomes) - failed} passed, {failed} failed")
