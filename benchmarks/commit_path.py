@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -46,7 +47,7 @@ def acid_run(root: Path, tables: list[pa.Table], *, batch: int, mode: str, rows:
                  columns=(("id", "bigint"), ("name", "string"), ("salary", "int")),
                  parameters={"transactional": "true"})
     )  # fmt: skip
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if "durability" in inspect.signature(StreamingOptions).parameters:
         kwargs["durability"] = mode
     elif mode != "fsync":
