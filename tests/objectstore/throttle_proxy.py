@@ -118,7 +118,9 @@ def _handler(upstream: urllib.parse.SplitResult, state: _State) -> type[BaseHTTP
             if state.decide(self.path):
                 self._reply(503, [("Content-Type", "application/xml")], _SLOW_DOWN)
                 return
-            conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+            conn = http.client.HTTPConnection(
+                upstream.hostname or "127.0.0.1", upstream.port, timeout=60
+            )
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                 if body or self.command in ("PUT", "POST"):
