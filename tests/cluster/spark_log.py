@@ -36,8 +36,11 @@ def successful_task_hosts(event_log_dir: Path) -> Counter[str]:
     return hosts
 
 
-def driver_conf(*, driver_ip: str, event_log_dir: Path, cores: int = 2) -> dict[str, str]:
+def driver_conf(*, driver_ip: str, work_dir: Path, cores: int = 2) -> dict[str, str]:
     """Spark settings of a client-mode driver on the cluster's host ``driver_ip``.
+
+    Its event log goes to ``work_dir/events`` (read it with :func:`successful_task_hosts`)
+    and its scratch space to ``work_dir/local``, both removed with the test's directory.
 
     The driver binds to and advertises its host's address (executors on other hosts
     connect back to it); it waits until executors with ``cores`` cores in all have
@@ -60,7 +63,8 @@ def driver_conf(*, driver_ip: str, event_log_dir: Path, cores: int = 2) -> dict[
         "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
         "spark.ui.enabled": "false",
         "spark.eventLog.enabled": "true",
-        "spark.eventLog.dir": f"file://{event_log_dir}",
+        "spark.eventLog.dir": f"file://{work_dir / 'events'}",
+        "spark.local.dir": str(work_dir / "local"),
         # One plain JSON-lines file per application (Spark 4 rolls and compresses by default).
         "spark.eventLog.rolling.enabled": "false",
         "spark.eventLog.compress": "false",

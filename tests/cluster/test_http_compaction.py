@@ -33,6 +33,7 @@ PORT = 8000
 BATCH = 50
 SENDERS_PER_SERVER = 2
 MAX_BATCHES_PER_SENDER = 400  # a bound on the loop; the compaction normally ends it sooner
+REPLAY_EVERY = 10
 AFTER_COMPACTION = 5  # batches each sender still sends once a compaction has finished
 DELTA_THRESHOLD = 4  # compactorthreshold.hive.compactor.delta.num.threshold of the table
 
@@ -60,15 +61,20 @@ class Sender(threading.Thread):
 
     A batch is retried with its ``Idempotency-Key`` on 429/503 or a connection error, as
     a client of the HTTP source must; ``acked`` holds the ids of batches answered 200.
+    Every ``REPLAY_EVERY``-th acknowledged batch is sent again, same key and body, to the
+    *other* server (a client whose server went away retries elsewhere): the keys live in
+    the shared metastore, so that server must answer it as a replay and write nothing.
     """
 
-    def __init__(self, index: int, url: str, compacted: threading.Event) -> None:
+    def __init__(self, index: int, url: str, other: str, compacted: threading.Event) -> None:
         super().__init__(name=f"sender-{index}", daemon=True)
         self.index = index
         self.url = url
+        self.other = other
         self.compacted = compacted
         self.acked: list[int] = []
         self.sent_batches = 0
+        self.replayed = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -85,19 +91,25 @@ class Sender(threading.Thread):
                     first = self.index * 1_000_000 + seq * BATCH
                     ids = list(range(first, first + BATCH))
                     body = "\n".join(json.dumps({"id": i, "msg": f"m{i}"}) for i in ids)
-                    self._send(client, body, key=f"s{self.index}-b{seq}")
+                    key = f"s{self.index}-b{seq}"
+                    self._send(client, self.url, body, key=key)
                     self.sent_batches += 1
                     self.acked += ids
+                    if seq % REPLAY_EVERY == 0:
+                        r = self._send(client, self.other, body, key=key)
+                        assert r.headers.get("Idempotent-Replayed") == "true", r.headers
+                        self.replayed += 1
         except BaseException as e:  # reported by the test, in its own thread
             self.error = e
 
-    def _send(self, client: Any, body: str, *, key: str) -> None:
+    def _send(self, client: Any, url: str, body: str, *, key: str) -> Any:
+        """POST until answered 200 (bounded); returns that response."""
         import httpx
 
         for _attempt in range(20):
             try:
                 r = client.post(
-                    self.url,
+                    url,
                     content=body.encode(),
                     headers={"Idempotency-Key": key, "Content-Type": "application/x-ndjson"},
                 )
@@ -105,12 +117,12 @@ class Sender(threading.Thread):
                 time.sleep(0.2)
                 continue
             if r.status_code == 200:
-                return
-            if r.status_code in (429, 503):
+                return r
+            if r.status_code in (409, 429, 503):  # 409: the same key still in flight
                 time.sleep(float(r.headers.get("Retry-After", "0.2")))
                 continue
-            raise AssertionError(f"{self.url} answered {r.status_code}: {r.text[:500]}")
-        raise AssertionError(f"{self.url}: batch {key} not acknowledged after 20 attempts")
+            raise AssertionError(f"{url} answered {r.status_code}: {r.text[:500]}")
+        raise AssertionError(f"{url}: batch {key} not acknowledged after 20 attempts")
 
 
 def _finished_compactions(metastore: str) -> list[Any]:
@@ -127,6 +139,17 @@ def _finished_compactions(metastore: str) -> list[Any]:
         ]
     finally:
         store.close()
+
+
+def _metastore_connections(c: Cluster) -> int:
+    """Client connections to the metastore database right now (sizing figure)."""
+    import psycopg
+
+    with psycopg.connect(c.pg_root, connect_timeout=5) as conn:
+        row = conn.execute(
+            "select count(*) from pg_stat_activity where datname = 'metastore'"
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def test_two_ingest_servers_and_a_compactor_keep_every_acknowledged_record_once(
@@ -183,8 +206,9 @@ def test_two_ingest_servers_and_a_compactor_keep_every_acknowledged_record_once(
             wait_for(f"HTTP ingest server on {p.host.name}", ready, timeout=120, proc=p)
 
         compacted = threading.Event()
+        url = {h: f"http://{c.hosts[h].ip}:{PORT}/v1/tables/default.events" for h in "ab"}
         senders = [
-            Sender(i, f"http://{c.hosts[h].ip}:{PORT}/v1/tables/default.events", compacted)
+            Sender(i, url[h], url["b" if h == "a" else "a"], compacted)
             for i, h in enumerate(["a", "b"] * SENDERS_PER_SERVER)
         ]
         for s in senders:
@@ -192,7 +216,10 @@ def test_two_ingest_servers_and_a_compactor_keep_every_acknowledged_record_once(
         # The compactor is another process on another host: the metastore's compaction
         # history is the only signal there is; poll it while the senders run.
         deadline = time.monotonic() + 240
+        t0 = time.monotonic()
+        connections = 0
         while not compacted.is_set() and any(s.is_alive() for s in senders):
+            connections = max(connections, _metastore_connections(c))
             if _finished_compactions(cluster_test.metastore):
                 compacted.set()
             elif time.monotonic() > deadline:
@@ -207,6 +234,13 @@ def test_two_ingest_servers_and_a_compactor_keep_every_acknowledged_record_once(
             assert s.error is None, f"{s.name}: {s.error!r}"
         compactions = _finished_compactions(cluster_test.metastore)
         assert compactions, "the compactor on host C finished no compaction: " + procs[2].tail()
+        print(
+            f"{sum(s.sent_batches for s in senders)} batches of {BATCH} acknowledged "
+            f"({[s.sent_batches for s in senders]} per sender, "
+            f"{sum(s.replayed for s in senders)} replays on the other server) in "
+            f"{time.monotonic() - t0:.1f}s; {len(compactions)} compaction(s) finished; "
+            f"at most {connections} metastore connections seen (the test's poll included)"
+        )
     finally:
         for p in procs:
             with contextlib.suppress(Exception):
@@ -214,10 +248,12 @@ def test_two_ingest_servers_and_a_compactor_keep_every_acknowledged_record_once(
 
     acked = sorted(i for s in senders for i in s.acked)
     assert len(acked) == len(set(acked))
-    # Both servers took batches, and writes went on after the first compaction finished.
+    # Every sender's batches were acknowledged (writes went on after the first compaction
+    # finished) and its replays on the other server were answered as replays.
     assert all(s.sent_batches > AFTER_COMPACTION for s in senders), [
         s.sent_batches for s in senders
     ]
+    assert all(s.replayed >= 1 for s in senders)
     table = acidstream.read_table(
         "default.events",
         metastore=cluster_test.metastore,

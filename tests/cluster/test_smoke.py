@@ -22,11 +22,11 @@ def test_spark_job_runs_tasks_on_both_workers_that_reach_services_by_ip(
     c = cluster_test.cluster
     a, b, svc = c.hosts["a"], c.hosts["b"], c.hosts["svc"]
     events = cluster_test.scratch / "events"
-    events.mkdir()
+    events.mkdir()  # Spark wants the event log's directory to exist
     parts = 6
     conf = {
         "master": c.spark_master,
-        "spark_conf": driver_conf(driver_ip=a.ip, event_log_dir=events),
+        "spark_conf": driver_conf(driver_ip=a.ip, work_dir=cluster_test.scratch),
         "s3_endpoint": c.s3_endpoint,
         "key": c.aws_env()["AWS_ACCESS_KEY_ID"],
         "secret": c.aws_env()["AWS_SECRET_ACCESS_KEY"],
