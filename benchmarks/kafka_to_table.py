@@ -1,13 +1,20 @@
-"""Kafka-to-table benchmark: events/s end to end, AcidSink vs the engine floor.
+"""Kafka-to-table benchmark: events/s end to end, AcidSink vs the engine floor, with each
+Kafka client of the ``acidkafka`` source (``kafka.client``), in one run.
 
 Starts the embedded broker, produces N JSON events (the sample events of the main job) to a
-3-partition topic, then runs the same streaming query twice with ``availableNow`` on local
-Spark, each from a fresh checkpoint:
+3-partition topic, then, for each client (``--clients``, default kafka-python then
+confluent), runs the same streaming query twice with ``availableNow`` on local Spark, each
+from a fresh checkpoint:
   * floor: ``foreachBatch`` writing the micro-batch as plain ORC (``batch_df.write.orc``);
-  * acid:  ``foreachBatch(AcidSink(...))`` into a partitioned Hive ACID table, exactly once.
-Target: acid >= 0.8x the floor. Prints events/s of both and the ratio.
+  * acid:  the Kafka job (``run_kafka_job``: ``foreachBatch(AcidSink(...))``) into a
+    partitioned Hive ACID table, exactly once.
+Not timed, first: one floor query per client over a small warm-up topic (the first query
+of a session starts Spark's Python workers; the first read, each client's imports).
+Targets: acid >= 0.8x its floor with either client; the job with confluent-kafka >= 1.6x
+the job's events/s with kafka-python. Exit 1 when one is missed.
 
-Usage: python benchmarks/kafka_to_table.py [--events 1000000] [--partitions 3] [--txns-per-batch 1]
+Usage: python benchmarks/kafka_to_table.py [--events 1000000] [--partitions 3]
+           [--txns-per-batch 1] [--clients kafka-python,confluent]
 """
 
 from __future__ import annotations
@@ -28,11 +35,17 @@ from acidstream.jobs.sample_events import produce_sample_events
 COLUMNS = "id bigint, user_name string, amount decimal(10,2), event_time timestamp"
 
 
-def floor_run(spark: Any, bootstrap: str, topic: str, root: Path) -> float:
+CLIENTS = ("kafka-python", "confluent")
+SPEEDUP_TARGET = 1.6  # confluent's job events/s over kafka-python's
+FLOOR_TARGET = 0.8  # the job's events/s over its floor's, with either client
+
+
+def floor_run(spark: Any, bootstrap: str, topic: str, root: Path, client: str) -> float:
+    """Seconds of the floor query: the source with ``client`` and ``batch_df.write.orc``."""
     from acidstream.sources.kafka import KafkaSource
 
     spark.dataSource.register(KafkaSource)
-    out = str(root / "floor_orc")
+    out = str(root / f"floor_orc_{topic}_{client}")
 
     def write(df: Any, batch_id: int) -> None:
         df.write.mode("append").orc(out)
@@ -43,14 +56,37 @@ def floor_run(spark: Any, bootstrap: str, topic: str, root: Path) -> float:
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endOffsetsFrom", "fetch")
+        .option("kafka.client", client)
         .load()
         .writeStream.foreachBatch(write)
-        .option("checkpointLocation", str(root / "floor_ckpt"))
+        .option("checkpointLocation", str(root / f"floor_ckpt_{topic}_{client}"))
         .trigger(availableNow=True)
     )
     t0 = time.perf_counter()
     q.start().awaitTermination()
     return time.perf_counter() - t0
+
+
+def job_config(bootstrap: str, topic: str, root: Path, client: str, txns: int) -> KafkaJobConfig:
+    """The Kafka job reading ``topic`` with ``client`` into a table of its own."""
+    table = "bench_" + client.replace("-", "_")
+    return KafkaJobConfig.load(
+        None,
+        overrides={
+            "kafka.topic": topic,
+            "kafka.bootstrap_servers": bootstrap,
+            "kafka.end_offsets_from": "fetch",
+            "kafka.client": client,
+            "table.name": f"default.{table}",
+            "table.columns": COLUMNS,
+            "table.partitioned_by": "ds string",
+            "warehouse": str(root / "wh"),
+            "checkpoint": str(root / f"ckpt_{table}"),
+            "sink.sink_id": table,
+            "sink.txns_per_batch": txns,
+        },
+        env={},
+    )
 
 
 def main() -> int:
@@ -62,62 +98,72 @@ def main() -> int:
     ap.add_argument(
         "--txns-per-batch", type=int, default=1, help="txns in each micro-batch's transaction batch"
     )
+    ap.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        help="kafka.client values to run, in this order (comma-separated)",
+    )
     args = ap.parse_args()
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     root = Path(tempfile.mkdtemp(prefix="acid_kafka_bench_"))
+    floor: dict[str, float] = {}
+    acid: dict[str, float] = {}
     try:
         with EmbeddedBroker() as broker:
             topic = "bench"
             broker.create_topic(topic, args.partitions)
+            broker.create_topic("warmup", args.partitions)
             from kafka import KafkaProducer
 
             t = time.perf_counter()
             producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+            produce_sample_events(producer, "warmup", 10_000)
             produce_sample_events(producer, topic, args.events)
             producer.close()
             print(f"[produce] {args.events:,} events in {time.perf_counter() - t:.1f}s", flush=True)
-            cfg = KafkaJobConfig.load(
-                None,
-                overrides={
-                    "kafka.topic": topic,
-                    "kafka.bootstrap_servers": broker.bootstrap,
-                    "kafka.end_offsets_from": "fetch",
-                    "table.name": "default.bench",
-                    "table.columns": COLUMNS,
-                    "table.partitioned_by": "ds string",
-                    "warehouse": str(root / "wh"),
-                    "checkpoint": str(root / "acid_ckpt"),
-                    "sink.sink_id": "bench",
-                    "sink.txns_per_batch": args.txns_per_batch,
-                },
-                env={},
-            )
-            spark = spark_session(cfg)
-            print("[floor] batch_df.write.orc ...", flush=True)
-            floor = floor_run(spark, broker.bootstrap, topic, root)
-            print(f"[floor] {args.events / floor:,.0f} events/s ({floor:.1f}s)", flush=True)
-            print("[acid] AcidSink ...", flush=True)
-            res = run_kafka_job(cfg, bootstrap=broker.bootstrap, spark=spark)
-            if res.rows != args.events:
-                raise SystemExit(f"acid sink wrote {res.rows} rows, expected {args.events}")
-            print(
-                f"[acid] {args.events / res.seconds:,.0f} events/s ({res.seconds:.1f}s)", flush=True
-            )
+            spark = spark_session(job_config(broker.bootstrap, topic, root, clients[0], 1))
+            for client in clients:
+                took = floor_run(spark, broker.bootstrap, "warmup", root, client)
+                print(f"[warm-up] {client}: {took:.1f}s (not timed)", flush=True)
+            for client in clients:
+                print(f"[floor] {client}: batch_df.write.orc ...", flush=True)
+                floor[client] = floor_run(spark, broker.bootstrap, topic, root, client)
+                print(f"[floor] {client}: {args.events / floor[client]:,.0f} events/s", flush=True)
+                print(f"[acid] {client}: the Kafka job (AcidSink) ...", flush=True)
+                cfg = job_config(broker.bootstrap, topic, root, client, args.txns_per_batch)
+                res = run_kafka_job(cfg, bootstrap=broker.bootstrap, spark=spark)
+                if res.rows != args.events:
+                    raise SystemExit(f"acid sink wrote {res.rows} rows, expected {args.events}")
+                acid[client] = res.seconds
+                print(f"[acid] {client}: {args.events / res.seconds:,.0f} events/s", flush=True)
             spark.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    ratio = floor / res.seconds
     print()
-    print(f"txns per micro-batch: {args.txns_per_batch}")
-    print(f"{'writer':<36} {'events/s':>12} {'seconds':>8}")
-    print(f"{'floor: batch_df.write.orc':<36} {args.events / floor:>12,.0f} {floor:>8.1f}")
-    print(
-        f"{'acid: AcidSink (exactly once)':<36} {args.events / res.seconds:>12,.0f} {res.seconds:>8.1f}"
-    )
-    print(
-        f"\nratio acid / floor: {ratio:.2f} (target >= 0.8): {'met' if ratio >= 0.8 else 'MISSED'}"
-    )
+    print(f"events: {args.events:,}, partitions: {args.partitions}, txns per micro-batch: "
+          f"{args.txns_per_batch}")  # fmt: skip
+    print(f"{'client':<14} {'floor ev/s':>11} {'job ev/s':>10} {'job/floor':>9}")
+    ok = True
+    for client in clients:
+        ratio = floor[client] / acid[client]
+        met = ratio >= FLOOR_TARGET
+        ok &= met
+        print(
+            f"{client:<14} {args.events / floor[client]:>11,.0f} "
+            f"{args.events / acid[client]:>10,.0f} {ratio:>9.2f}  "
+            f"(>= {FLOOR_TARGET}: {'met' if met else 'MISSED'})"
+        )
+    if {"confluent", "kafka-python"} <= set(clients):
+        speedup = acid["kafka-python"] / acid["confluent"]
+        floor_speedup = floor["kafka-python"] / floor["confluent"]
+        met = speedup >= SPEEDUP_TARGET
+        ok &= met
+        print(
+            f"\njob events/s, confluent / kafka-python: {speedup:.2f} (target >= "
+            f"{SPEEDUP_TARGET}: {'met' if met else 'MISSED'}); floors: {floor_speedup:.2f}"
+        )
     print(f"python {sys.version.split()[0]}")
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ class KafkaSettings:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     end_offsets_from: str | None = None  # the source's endOffsetsFrom (fetch: for Tansu)
+    client: str = "auto"  # the source's kafka.client: auto | confluent | kafka-python
 
     def __post_init__(self) -> None:
         check_fields(self, KAFKA_FIELDS, prefix="kafka.")
@@ -179,7 +180,10 @@ class KafkaJobConfig:
 
 # The keys of each section, typed and bounded once (acidstream.acid.config_fields).
 KAFKA_FIELDS = fields_of(
-    KafkaSettings, Field(name="partitions", min=1), Field(name="max_offsets_per_trigger", min=1)
+    KafkaSettings,
+    Field(name="partitions", min=1),
+    Field(name="max_offsets_per_trigger", min=1),
+    Field(name="client", choices=("auto", "confluent", "kafka-python")),
 )
 TABLE_FIELDS = fields_of(TableSettings)
 TRIGGER_FIELDS = fields_of(TriggerSettings)

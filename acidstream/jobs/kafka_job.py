@@ -326,6 +326,7 @@ def _run(
         .option("subscribe", config.kafka.topic)
         .option("startingOffsets", start)
         .option("failOnDataLoss", str(config.kafka.fail_on_data_loss).lower())
+        .option("kafka.client", config.kafka.client)
     )
     if config.kafka.end_offsets_from:
         reader = reader.option("endOffsetsFrom", config.kafka.end_offsets_from)

@@ -1,8 +1,12 @@
 """A Kafka streaming source for Spark as a PySpark Python data source.
 
 No JVM Kafka connector can be put on the classpath here, so this module reads
-Kafka with kafka-python from Python workers and gives Spark the same schema
-and main options as Spark's built-in ``kafka`` source::
+Kafka from Python workers and gives Spark the same schema and main options as
+Spark's built-in ``kafka`` source. The client is ``kafka.client``: ``auto`` (the
+default) reads with confluent-kafka (librdkafka, ``kafka_confluent.py``) when it
+is importable, else with kafka-python (this module); both have the same
+semantics (offsets per partition, start and end offsets, ``failOnDataLoss``,
+the same errors)::
 
     spark.dataSource.register(KafkaSource)
     df = (
@@ -35,8 +39,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -54,18 +57,18 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
 from acidstream.acid.errors import ConfigError
 from acidstream.sources.errors import DataLossError, SourceError
+from acidstream.sources.kafka_common import (
+    KafkaInputPartition,
+    arrow_batch,
+    retrying,
+    skip_to_log_start,
+)
 from acidstream.sources.kafka_options import (
     _TP,
+    CLIENT_CONFLUENT,
     EARLIEST,
     LATEST,
     OPT_BOOTSTRAP,
@@ -121,48 +124,6 @@ def _schema() -> StructType:
     )
 
 
-# Option keys (as Spark spells them) and their defaults. Matching is
-# case-insensitive, as Spark's is for source options.
-def _is_retriable(e: BaseException) -> bool:
-    from kafka import errors
-
-    if isinstance(e, ConnectionError | TimeoutError):
-        return True
-    # kafka-python 2 has NoBrokersAvailable; 3 raises KafkaTimeoutError instead.
-    no_brokers = getattr(errors, "NoBrokersAvailable", None)
-    if no_brokers is not None and isinstance(e, no_brokers):
-        return True
-    return isinstance(e, errors.KafkaError) and bool(getattr(e, "retriable", False))
-
-
-def _retrying(opts: KafkaSourceOptions, what: str, fn: Any) -> Any:
-    """Run an idempotent lookup ``fn()`` with capped exponential back-off + jitter.
-
-    Only metadata and offset lookups go through here: repeating them has no
-    effect on the broker. Errors become :class:`SourceError`.
-    """
-    retrying = Retrying(
-        stop=stop_after_attempt(opts.num_retries),
-        # Jitter proportional to the interval (tenacity's default is a flat 1 s).
-        wait=wait_exponential_jitter(
-            multiplier=opts.retry_interval_ms / 1000, jitter=opts.retry_interval_ms / 1000, max=2.0
-        ),
-        retry=retry_if_exception(_is_retriable),
-        reraise=True,
-    )
-    try:
-        return retrying(fn)
-    except (SourceError, ConfigError):
-        raise
-    except RetryError as e:  # pragma: no cover - reraise=True makes this rare
-        raise SourceError(f"{what} failed on {opts.bootstrap}: {e}") from e
-    except Exception as e:
-        attempts = f" after {opts.num_retries} attempt(s)" if _is_retriable(e) else ""
-        raise SourceError(
-            f"{what} failed on Kafka {opts.bootstrap}{attempts}: {type(e).__name__}: {e}"
-        ) from e
-
-
 def _new_consumer(opts: KafkaSourceOptions, **overrides: Any) -> Any:
     from kafka import KafkaConsumer
 
@@ -187,8 +148,26 @@ def _new_admin(opts: KafkaSourceOptions) -> Any:
     return KafkaAdminClient(**cfg)
 
 
+class _Clients(Protocol):
+    """The driver's lookups, as each client implements them."""
+
+    def partitions(self) -> list[_TP]: ...
+    def earliest(self, tps: Sequence[_TP]) -> dict[_TP, int]: ...
+    def latest(self, tps: Sequence[_TP]) -> dict[_TP, int]: ...
+    def close(self) -> None: ...
+
+
+def driver_clients(opts: KafkaSourceOptions) -> _Clients:
+    """Driver side: the lookups of the client ``opts.client`` names (``kafka.client``)."""
+    if opts.client == CLIENT_CONFLUENT:
+        from acidstream.sources.kafka_confluent import ConfluentDriverClients
+
+        return ConfluentDriverClients(opts)
+    return _DriverClients(opts)
+
+
 class _DriverClients:
-    """The driver's Kafka clients, kept between triggers and rebuilt after errors."""
+    """The driver's kafka-python clients, kept between triggers and rebuilt after errors."""
 
     def __init__(self, opts: KafkaSourceOptions) -> None:
         self.opts = opts
@@ -209,7 +188,7 @@ class _DriverClients:
                 self.close()  # a failed client may hold broken state
                 raise
 
-        return _retrying(self.opts, what, attempt)
+        return retrying(self.opts, what, attempt)
 
     def partitions(self) -> list[_TP]:
         """Current partitions of the subscribed topics (fresh metadata).
@@ -334,7 +313,7 @@ def end_offsets(
         OPT_END_OFFSETS_FROM: method,
         **(kafka_options or {}),
     }
-    clients = _DriverClients(KafkaSourceOptions.parse(opts_map))
+    clients = driver_clients(KafkaSourceOptions.parse(opts_map))
     try:
         return _to_json_offsets(clients.latest(clients.partitions()))
     finally:
@@ -343,16 +322,6 @@ def end_offsets(
 
 # --------------------------------------------------------------------------
 # The data source
-
-
-@dataclass(frozen=True)
-class KafkaInputPartition(InputPartition):
-    """One topic-partition's offset range ``[start, end)`` (driver -> executor, picklable)."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
 
 
 class KafkaSource(DataSource):
@@ -396,7 +365,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
         self.opts = options
         self.schema = schema
-        self._clients: _DriverClients | None = None
+        self._clients: _Clients | None = None
         self._target: dict[_TP, int] | None = None  # Trigger.AvailableNow bound
         self._latest_seen: dict[_TP, int] | None = None
 
@@ -406,9 +375,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return state
 
     @property
-    def _driver(self) -> _DriverClients:
+    def _driver(self) -> _Clients:
         if self._clients is None:
-            self._clients = _DriverClients(self.opts)
+            self._clients = driver_clients(self.opts)
         return self._clients
 
     # -- driver ------------------------------------------------------------
@@ -556,21 +525,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             SourceError: The broker stopped answering for ``pollTimeoutMs``.
         """
         assert isinstance(partition, KafkaInputPartition)
-        return _read_range(self.opts, self.schema, partition)
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        if self.opts.client == CLIENT_CONFLUENT:
+            from acidstream.sources import kafka_confluent
+
+            return kafka_confluent.read_range(self.opts, arrow_schema, partition)
+        return _read_range(self.opts, arrow_schema, partition)
 
 
 def _read_range(
-    opts: KafkaSourceOptions, schema: StructType, part: KafkaInputPartition
+    opts: KafkaSourceOptions, arrow_schema: Any, part: KafkaInputPartition
 ) -> Iterator[Any]:
-    import pyarrow as pa
+    """Executor side, kafka-python: :meth:`KafkaStreamReader.read`'s batches."""
     from kafka import TopicPartition
     from kafka.errors import OffsetOutOfRangeError
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
     tp = TopicPartition(part.topic, part.partition)
     where = f"{part.topic}/{part.partition} [{part.start}, {part.end})"
-    consumer = _retrying(
+    consumer = retrying(
         opts,
         "consumer bootstrap",
         lambda: _new_consumer(opts, max_poll_records=min(opts.arrow_batch_rows, 10_000)),
@@ -578,24 +552,15 @@ def _read_range(
     try:
         consumer.assign([tp])
 
-        def skip_to_log_start(position: int) -> int:
-            log_start = _retrying(
-                opts, "earliest offset lookup", lambda: consumer.beginning_offsets([tp])[tp]
+        def to_log_start(position: int) -> int:
+            log_start = retrying(
+                opts, "earliest offset lookup", lambda: int(consumer.beginning_offsets([tp])[tp])
             )
-            if log_start <= position:
-                return position
-            msg = f"offsets [{position}, {min(log_start, part.end)}) of {where} are gone"
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"{msg} (log now starts at {log_start}). "
-                    f"Set {OPT_FAIL_ON_DATA_LOSS}=false to continue without them."
-                )
-            log.warning("%s; skipping to %d (%s=false)", msg, log_start, OPT_FAIL_ON_DATA_LOSS)
-            return log_start
+            return skip_to_log_start(opts, part, position, log_start)
 
-        position = skip_to_log_start(part.start)
+        position = to_log_start(part.start)
         cols: tuple[list[Any], ...] = ([], [], [], [])  # key, value, offset, timestamp(us)
-        ttypes: list[int] = []
+        ttypes: list[int | None] = []
         last_progress = time.monotonic()
         if position < part.end:
             consumer.seek(tp, position)
@@ -603,7 +568,7 @@ def _read_range(
             try:
                 batch = consumer.poll(timeout_ms=500)
             except OffsetOutOfRangeError:
-                position = skip_to_log_start(position)
+                position = to_log_start(position)
                 if position < part.end:
                     consumer.seek(tp, position)
                 continue
@@ -631,33 +596,13 @@ def _read_range(
                     f"{opts.poll_timeout_ms} ms ({OPT_POLL_TIMEOUT_MS}); broker {opts.bootstrap}"
                 )
             if len(ttypes) >= opts.arrow_batch_rows:
-                yield _arrow_batch(pa, arrow_schema, part, cols, ttypes)
+                yield arrow_batch(arrow_schema, part, cols, ttypes)
                 cols = ([], [], [], [])
                 ttypes = []
         if ttypes:
-            yield _arrow_batch(pa, arrow_schema, part, cols, ttypes)
+            yield arrow_batch(arrow_schema, part, cols, ttypes)
     finally:
         consumer.close(autocommit=False)
-
-
-def _arrow_batch(
-    pa: Any,
-    schema: Any,
-    part: KafkaInputPartition,
-    cols: tuple[list[Any], ...],
-    ttypes: list[int],
-) -> Any:
-    n = len(ttypes)
-    arrays = [
-        pa.array(cols[0], pa.binary()),
-        pa.array(cols[1], pa.binary()),
-        pa.array([part.topic] * n, pa.string()),
-        pa.array([part.partition] * n, pa.int32()),
-        pa.array(cols[2], pa.int64()),
-        pa.array(cols[3], pa.timestamp("us", tz="UTC")),
-        pa.array(ttypes, pa.int32()),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _rate_limit(limit: int, begin: Mapping[_TP, int], until: Mapping[_TP, int]) -> dict[_TP, int]:

@@ -1,4 +1,7 @@
-"""The ``acidkafka`` streaming source against a real broker (Tansu) and local Spark."""
+"""The ``acidkafka`` streaming source against a real broker (Tansu) and local Spark.
+
+Every test with a broker runs with both Kafka clients (``kafka.client``: confluent-kafka
+and kafka-python): their semantics must be the same."""
 
 from __future__ import annotations
 
@@ -87,8 +90,22 @@ class StreamRun:
         return [(r.partition, r.offset, r.value) for b in self.batches for r in b]
 
 
-def _opts(broker: KafkaTestBroker, topic: str, **extra: str) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic, **extra}
+CLIENTS = ("confluent", "kafka-python")
+
+
+@pytest.fixture(params=CLIENTS)
+def client(request: pytest.FixtureRequest) -> str:
+    """The ``kafka.client`` a test reads with (each test runs once per client)."""
+    return str(request.param)
+
+
+def _opts(broker: KafkaTestBroker, topic: str, client: str, **extra: str) -> dict[str, str]:
+    return {
+        "kafka.bootstrap.servers": broker.bootstrap,
+        "subscribe": topic,
+        "kafka.client": client,
+        **extra,
+    }
 
 
 def _exactly(events: list[Event]) -> set[Event]:
@@ -101,9 +118,20 @@ def _exactly(events: list[Event]) -> set[Event]:
 # Options and pure helpers (no broker)
 
 
-def test_options_parse_spark_names_case_insensitively() -> None:
+@pytest.mark.parametrize(
+    ("client", "settings"),
+    [
+        ("kafka-python", {"max_poll_records": 42, "check_crcs": False, "client_id": "me"}),
+        # librdkafka's dotted names with string values; max.poll.records is the source's own
+        ("confluent", {"max.poll.records": 42, "check.crcs": "false", "client.id": "me"}),
+    ],
+)
+def test_options_parse_spark_names_case_insensitively(
+    client: str, settings: dict[str, object]
+) -> None:
     opts = KafkaSourceOptions.parse(
         {
+            "kafka.client": client,
             "kafka.bootstrap.servers": "h:1",
             "SUBSCRIBE": "a, b",
             "startingoffsets": '{"a":{"0":-2,"1":7}}',
@@ -119,11 +147,8 @@ def test_options_parse_spark_names_case_insensitively() -> None:
     assert opts.starting_specific == (("a", 0, -2), ("a", 1, 7))
     assert opts.max_offsets_per_trigger == 100
     assert opts.fail_on_data_loss is False
-    assert dict(opts.consumer_config) == {
-        "max_poll_records": 42,
-        "check_crcs": False,
-        "client_id": "me",
-    }
+    assert opts.client == client
+    assert dict(opts.consumer_config) == settings
 
 
 @pytest.mark.parametrize(
@@ -179,13 +204,16 @@ def test_options_parse_spark_names_case_insensitively() -> None:
         ),
     ],
 )
-def test_bad_options_raise_config_error_naming_the_key(options: dict[str, str], named: str) -> None:
+def test_bad_options_raise_config_error_naming_the_key(
+    options: dict[str, str], named: str, client: str
+) -> None:
     with pytest.raises(ConfigError, match=named):
-        KafkaSourceOptions.parse(options)
+        KafkaSourceOptions.parse({**options, "kafka.client": client})
 
 
 def test_partition_offsets_json_is_canonical_and_round_trips() -> None:
-    a = partition_offsets_json({"b": {10: 1, 2: 3}, "a": {"0": 5}})
+    mixed: dict[str, dict[Any, int]] = {"b": {10: 1, 2: 3}, "a": {"0": 5}}
+    a = partition_offsets_json(mixed)
     b = partition_offsets_json({("a", 0): 5, ("b", 2): 3, ("b", 10): 1})
     assert a == b == '{"a":{"0":5},"b":{"2":3,"10":1}}'
     assert parse_partition_offsets(a) == {"a": {"0": 5}, "b": {"2": 3, "10": 1}}
@@ -219,18 +247,26 @@ def test_partitions_plan_one_range_per_partition_with_data() -> None:
 
 
 @pytest.mark.kafka
-def test_end_offsets_helper_reports_every_partition(kafka_broker: KafkaTestBroker) -> None:
+def test_end_offsets_helper_reports_every_partition(
+    kafka_broker: KafkaTestBroker, client: str
+) -> None:
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
     _fill(kafka_broker, topic, 10, partitions=3)
-    assert end_offsets(kafka_broker.bootstrap, [topic]) == {topic: {"0": 4, "1": 3, "2": 3}}
-    assert json.loads(partition_offsets_json(end_offsets(kafka_broker.bootstrap, [topic]))) == {
+    assert end_offsets(kafka_broker.bootstrap, [topic], kafka_options={"kafka.client": client}) == {
         topic: {"0": 4, "1": 3, "2": 3}
     }
+    assert json.loads(
+        partition_offsets_json(
+            end_offsets(kafka_broker.bootstrap, [topic], kafka_options={"kafka.client": client})
+        )
+    ) == {topic: {"0": 4, "1": 3, "2": 3}}
 
 
 @pytest.mark.kafka
-def test_fetch_end_offsets_see_records_of_batched_produce(kafka_broker: KafkaTestBroker) -> None:
+def test_fetch_end_offsets_see_records_of_batched_produce(
+    kafka_broker: KafkaTestBroker, client: str
+) -> None:
     """Tansu's ListOffsets under-reports after batched produce; the fetch high watermark does not."""
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
@@ -241,8 +277,10 @@ def test_fetch_end_offsets_see_records_of_batched_produce(kafka_broker: KafkaTes
         producer.flush()
     finally:
         producer.close()
-    listed = end_offsets(kafka_broker.bootstrap, [topic])
-    fetched = end_offsets(kafka_broker.bootstrap, [topic], method="fetch")
+    listed = end_offsets(kafka_broker.bootstrap, [topic], kafka_options={"kafka.client": client})
+    fetched = end_offsets(
+        kafka_broker.bootstrap, [topic], method="fetch", kafka_options={"kafka.client": client}
+    )
     assert fetched == {topic: {"0": 200, "1": 200, "2": 200}}
     print(f"ListOffsets after batched produce: {listed} (fetch high watermark: {fetched})")
 
@@ -250,12 +288,14 @@ def test_fetch_end_offsets_see_records_of_batched_produce(kafka_broker: KafkaTes
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_every_event_is_read_exactly_once(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
     produced = _fill(kafka_broker, topic, 3000, partitions=3)
-    run = StreamRun(spark, tmp_path / "ck", _opts(kafka_broker, topic, startingOffsets="earliest"))
+    run = StreamRun(
+        spark, tmp_path / "ck", _opts(kafka_broker, topic, client, startingOffsets="earliest")
+    )
     batches = run.available_now()
     assert _exactly(run.events) == produced
     rows = [r for b in batches for r in b]
@@ -267,11 +307,13 @@ def test_every_event_is_read_exactly_once(
 
 @pytest.mark.spark
 @pytest.mark.kafka
-def test_schema_matches_spark_kafka_source(spark: Any, kafka_broker: KafkaTestBroker) -> None:
+def test_schema_matches_spark_kafka_source(
+    spark: Any, kafka_broker: KafkaTestBroker, client: str
+) -> None:
     spark.dataSource.register(KafkaSource)
     topic = _topic()
     kafka_broker.create_topic(topic, 1)
-    df = spark.readStream.format(SHORT_NAME).options(**_opts(kafka_broker, topic)).load()
+    df = spark.readStream.format(SHORT_NAME).options(**_opts(kafka_broker, topic, client)).load()
     assert df.isStreaming
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("key", "binary"),
@@ -287,12 +329,14 @@ def test_schema_matches_spark_kafka_source(spark: Any, kafka_broker: KafkaTestBr
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_latest_reads_only_records_produced_after_the_start(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
     _fill(kafka_broker, topic, 30, partitions=3, tag="old")
-    run = StreamRun(spark, tmp_path / "ck", _opts(kafka_broker, topic, startingOffsets="latest"))
+    run = StreamRun(
+        spark, tmp_path / "ck", _opts(kafka_broker, topic, client, startingOffsets="latest")
+    )
     run.available_now()
     assert run.events == []
     newer = _fill(kafka_broker, topic, 12, partitions=3, tag="new")
@@ -303,13 +347,15 @@ def test_latest_reads_only_records_produced_after_the_start(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_json_starting_offsets_per_partition(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
     produced = _fill(kafka_broker, topic, 30, partitions=3)
     starting = json.dumps({topic: {"0": -2, "1": 4, "2": -1}})
-    run = StreamRun(spark, tmp_path / "ck", _opts(kafka_broker, topic, startingOffsets=starting))
+    run = StreamRun(
+        spark, tmp_path / "ck", _opts(kafka_broker, topic, client, startingOffsets=starting)
+    )
     run.available_now()
     assert _exactly(run.events) == {e for e in produced if e[0] == 0 or (e[0] == 1 and e[1] >= 4)}
 
@@ -317,14 +363,16 @@ def test_json_starting_offsets_per_partition(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_json_starting_offsets_must_name_every_partition(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     from pyspark.errors import StreamingQueryException
 
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
     starting = json.dumps({topic: {"0": -2}})
-    run = StreamRun(spark, tmp_path / "ck", _opts(kafka_broker, topic, startingOffsets=starting))
+    run = StreamRun(
+        spark, tmp_path / "ck", _opts(kafka_broker, topic, client, startingOffsets=starting)
+    )
     with pytest.raises(StreamingQueryException, match=r"ConfigError.*every partition"):
         run.available_now()
 
@@ -333,7 +381,7 @@ def test_json_starting_offsets_must_name_every_partition(
 @pytest.mark.kafka
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
 def test_json_starting_offset_past_the_end_is_data_loss(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path, fail_on_data_loss: str
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path, fail_on_data_loss: str
 ) -> None:
     from pyspark.errors import StreamingQueryException
 
@@ -344,7 +392,9 @@ def test_json_starting_offset_past_the_end_is_data_loss(
     run = StreamRun(
         spark,
         tmp_path / "ck",
-        _opts(kafka_broker, topic, startingOffsets=starting, failOnDataLoss=fail_on_data_loss),
+        _opts(
+            kafka_broker, topic, client, startingOffsets=starting, failOnDataLoss=fail_on_data_loss
+        ),
     )
     if fail_on_data_loss == "true":
         with pytest.raises(StreamingQueryException, match=r"DataLossError.*outside the available"):
@@ -359,7 +409,7 @@ def test_json_starting_offset_past_the_end_is_data_loss(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_max_offsets_per_trigger_splits_into_micro_batches(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
@@ -367,7 +417,7 @@ def test_max_offsets_per_trigger_splits_into_micro_batches(
     run = StreamRun(
         spark,
         tmp_path / "ck",
-        _opts(kafka_broker, topic, startingOffsets="earliest", maxOffsetsPerTrigger="100"),
+        _opts(kafka_broker, topic, client, startingOffsets="earliest", maxOffsetsPerTrigger="100"),
     )
     batches = run.available_now()
     # Spark's rule: 100 spread over three equal backlogs is floor(33.3) = 33 each.
@@ -378,12 +428,12 @@ def test_max_offsets_per_trigger_splits_into_micro_batches(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_restart_from_checkpoint_continues_without_loss_or_duplicates(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
     first = _fill(kafka_broker, topic, 90, partitions=3, tag="a")
-    opts = _opts(kafka_broker, topic, startingOffsets="earliest", maxOffsetsPerTrigger="40")
+    opts = _opts(kafka_broker, topic, client, startingOffsets="earliest", maxOffsetsPerTrigger="40")
     run = StreamRun(spark, tmp_path / "ck", opts)
 
     # A continuous query stopped after it caught up (processAllAvailable, no sleeps) ...
@@ -402,7 +452,7 @@ def test_restart_from_checkpoint_continues_without_loss_or_duplicates(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_newly_subscribed_topic_partitions_start_from_the_beginning(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     """Partitions absent from the checkpointed offsets are new: read from offset 0, as Spark."""
     a, b = _topic("a"), _topic("b")
@@ -411,11 +461,11 @@ def test_newly_subscribed_topic_partitions_start_from_the_beginning(
     in_a = _fill(kafka_broker, a, 10, partitions=2)
     in_b = _fill(kafka_broker, b, 8, partitions=2, tag="b")
     ck = tmp_path / "ck"
-    run_a = StreamRun(spark, ck, _opts(kafka_broker, a, startingOffsets="earliest"))
+    run_a = StreamRun(spark, ck, _opts(kafka_broker, a, client, startingOffsets="earliest"))
     run_a.available_now()
     assert _exactly(run_a.events) == in_a
     # Same checkpoint, now also subscribed to b: b's partitions appear mid-stream.
-    run_ab = StreamRun(spark, ck, _opts(kafka_broker, f"{a},{b}", startingOffsets="latest"))
+    run_ab = StreamRun(spark, ck, _opts(kafka_broker, f"{a},{b}", client, startingOffsets="latest"))
     batches = run_ab.available_now()
     got = {(r.topic, r.partition, r.offset, r.value) for bt in batches for r in bt}
     assert got == {(b, p, o, v) for p, o, v in in_b}
@@ -424,7 +474,7 @@ def test_newly_subscribed_topic_partitions_start_from_the_beginning(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_partition_added_to_topic_mid_stream_is_picked_up(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     from kafka.admin import NewPartitions
     from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
@@ -432,7 +482,9 @@ def test_partition_added_to_topic_mid_stream_is_picked_up(
     topic = _topic()
     kafka_broker.create_topic(topic, 2)
     first = _fill(kafka_broker, topic, 10, partitions=2)
-    run = StreamRun(spark, tmp_path / "ck", _opts(kafka_broker, topic, startingOffsets="earliest"))
+    run = StreamRun(
+        spark, tmp_path / "ck", _opts(kafka_broker, topic, client, startingOffsets="earliest")
+    )
     run.available_now()
     admin = kafka_broker.broker.admin()
     try:
@@ -449,7 +501,7 @@ def test_partition_added_to_topic_mid_stream_is_picked_up(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_fetch_end_offsets_read_all_of_a_batched_produce(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     topic = _topic()
     kafka_broker.create_topic(topic, 3)
@@ -465,7 +517,7 @@ def test_fetch_end_offsets_read_all_of_a_batched_produce(
     run = StreamRun(
         spark,
         tmp_path / "ck",
-        _opts(kafka_broker, topic, startingOffsets="earliest", endOffsetsFrom="fetch"),
+        _opts(kafka_broker, topic, client, startingOffsets="earliest", endOffsetsFrom="fetch"),
     )
     run.available_now()
     assert _exactly(run.events) == produced
@@ -475,14 +527,16 @@ def test_fetch_end_offsets_read_all_of_a_batched_produce(
 @pytest.mark.kafka
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
 def test_recreated_topic_is_data_loss(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path, fail_on_data_loss: str
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path, fail_on_data_loss: str
 ) -> None:
     from pyspark.errors import StreamingQueryException
 
     topic = _topic()
     kafka_broker.create_topic(topic, 1)
     _fill(kafka_broker, topic, 10, partitions=1, tag="a")
-    opts = _opts(kafka_broker, topic, startingOffsets="earliest", failOnDataLoss=fail_on_data_loss)
+    opts = _opts(
+        kafka_broker, topic, client, startingOffsets="earliest", failOnDataLoss=fail_on_data_loss
+    )
     run = StreamRun(spark, tmp_path / "ck", opts)
     run.available_now()
     assert len(run.events) == 10
@@ -503,11 +557,11 @@ def test_recreated_topic_is_data_loss(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_unknown_topic_is_a_clear_source_error(
-    spark: Any, kafka_broker: KafkaTestBroker, tmp_path: Path
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
 ) -> None:
     from pyspark.errors import StreamingQueryException
 
-    run = StreamRun(spark, tmp_path / "ck", _opts(kafka_broker, "no-such-topic-xyz"))
+    run = StreamRun(spark, tmp_path / "ck", _opts(kafka_broker, "no-such-topic-xyz", client))
     with pytest.raises(
         StreamingQueryException, match=r"SourceError: topic 'no-such-topic-xyz' does not exist"
     ):
@@ -515,7 +569,7 @@ def test_unknown_topic_is_a_clear_source_error(
 
 
 @pytest.mark.spark
-def test_dead_broker_is_a_clear_source_error(spark: Any, tmp_path: Path) -> None:
+def test_dead_broker_is_a_clear_source_error(spark: Any, tmp_path: Path, client: str) -> None:
     from pyspark.errors import StreamingQueryException
 
     with socket.socket() as s:  # a port nobody listens on
@@ -526,6 +580,7 @@ def test_dead_broker_is_a_clear_source_error(spark: Any, tmp_path: Path) -> None
         "subscribe": "t",
         "kafka.bootstrap.timeout.ms": "500",
         "fetchOffset.numRetries": "2",
+        "kafka.client": client,
     }
     run = StreamRun(spark, tmp_path / "ck", opts)
     started = time.monotonic()
