@@ -17,7 +17,8 @@ when the event was produced to the embedded broker's topic (``--partitions``).
 
 Timed, ``--repeat`` runs of each side alternating which goes first, each run from the
 built tables (restored from a copy, not timed) and a fresh checkpoint, reading the topic
-with the project's ``acidkafka`` source, ``maxOffsetsPerTrigger = --batch``,
+with the project's ``acidkafka`` source (its ``kafka.client`` is ``--client`` on both sides;
+``auto``: confluent-kafka when installed), ``maxOffsetsPerTrigger = --batch``,
 ``availableNow`` (before them, not timed, one query over a small warm-up topic through both
 sides' code starts Spark's Python workers and loads both merge engines):
 
@@ -46,7 +47,8 @@ when one is missed. ``--profile N``: cProfile of our batch N in the last run (dr
 
 Usage: python benchmarks/cdc.py [--rows 10000000] [--keys 1000000] [--events 1000000]
            [--batch 100000] [--partitions 3] [--repeat 2] [--read-repeat 5]
-           [--ours job|engine] [--profile N] [--quick] [--dir /tmp/x]
+           [--ours job|engine] [--client auto|confluent|kafka-python] [--profile N]
+           [--quick] [--dir /tmp/x]
 """
 
 from __future__ import annotations
@@ -305,7 +307,7 @@ def engine_apply(store: Any, table: str) -> Callable[[int], Callable[[pa.Table],
 def foreach_batch_run(
     spark: Any, bootstrap: str, topic: str, checkpoint: Path, system: str, batch: int,
     make_apply: Callable[[int], Callable[[pa.Table], Any]], collapse: bool,
-    profile: int | None = None,
+    profile: int | None = None, client: str = "auto",
 ) -> Run:  # fmt: skip
     """A ``foreachBatch`` query over the topic from a fresh checkpoint: each micro-batch
     parsed by Spark, brought to the driver, (collapsed and) applied by ``make_apply``'s
@@ -342,6 +344,7 @@ def foreach_batch_run(
         .option("startingOffsets", "earliest")
         .option("endOffsetsFrom", "fetch")
         .option("maxOffsetsPerTrigger", str(batch))
+        .option("kafka.client", client)
         .load()
         .writeStream.foreachBatch(each)
         .option("checkpointLocation", str(checkpoint))
@@ -392,7 +395,7 @@ class _Recording:
 
 def job_run(
     spark: Any, bootstrap: str, acid: Acid, checkpoint: Path, batch: int, *,
-    topic: str = TOPIC, table: str = TABLE, profile: int | None = None,
+    topic: str = TOPIC, table: str = TABLE, profile: int | None = None, client: str = "auto",
 ) -> Run:  # fmt: skip
     """Ours: the Kafka job in upsert mode (``run_kafka_job``), the compactor off (the Delta
     way runs none either). Per-batch commits and event times come from the sink's stats:
@@ -407,7 +410,7 @@ def job_run(
         overrides={
             "kafka.topic": topic, "kafka.bootstrap_servers": bootstrap,
             "kafka.end_offsets_from": "fetch", "kafka.max_offsets_per_trigger": batch,
-            "table.name": table, "table.columns": COLUMNS, "metastore": acid.url,
+            "kafka.client": client, "table.name": table, "table.columns": COLUMNS, "metastore": acid.url,
             "warehouse": acid.wh, "checkpoint": str(checkpoint), "compaction": "off",
             "sink.sink_id": "cdc", "sink.mode": "upsert", "sink.format": "debezium",
             "sink.key": ["id"], "sink.ordering": "source.lsn",
@@ -459,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="1M rows, 100k keys and events: a smoke run"
     )
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed)")
+    ap.add_argument(
+        "--client", choices=("auto", "confluent", "kafka-python"), default="auto",
+        help="the acidkafka source's kafka.client, both sides (auto: confluent-kafka if installed)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.keys, args.events, args.batch = 1_000_000, 100_000, 100_000, 20_000
@@ -471,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench(args: argparse.Namespace, tmp: Path) -> int:
+    from acidstream.sources.kafka_options import resolve_client
+
     """Build, produce, run both sides ``--repeat`` times (alternating which goes first,
     each from the built tables), check, read, report. Returns the exit status."""
     from deltalake import write_deltalake
@@ -544,12 +553,12 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
                 return apply
 
             return foreach_batch_run(spark, bootstrap, WARM_TOPIC, tmp / "ckpt-warm", "warm-up",
-                                     args.batch, both, collapse=False)  # fmt: skip
+                                     args.batch, both, collapse=False, client=args.client)  # fmt: skip
 
         with_store(warm)
         if args.ours == "job":  # the job's own code path: its sink's parse tasks
             job_run(spark, bootstrap, acid, tmp / "ckpt-warm-job", args.batch,
-                    topic=WARM_TOPIC, table="default.warm")  # fmt: skip
+                    topic=WARM_TOPIC, table="default.warm", client=args.client)  # fmt: skip
 
         def profile(rep: int) -> int | None:
             return args.profile if rep == args.repeat - 1 else None
@@ -557,19 +566,19 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
         def run_ours(rep: int) -> Run:
             if args.ours == "job":
                 return job_run(spark, bootstrap, acid, tmp / f"ckpt-job-{rep}", args.batch,
-                               profile=profile(rep))  # fmt: skip
+                               profile=profile(rep), client=args.client)  # fmt: skip
             return with_store(
                 lambda store: foreach_batch_run(
                     spark, bootstrap, TOPIC, tmp / f"ckpt-ours-{rep}", "acidstream",
                     args.batch, engine_apply(store, TABLE), collapse=False,
-                    profile=profile(rep),
+                    profile=profile(rep), client=args.client,
                 )
             )  # fmt: skip
 
         def run_delta(rep: int) -> Run:
             return foreach_batch_run(
                 spark, bootstrap, TOPIC, tmp / f"ckpt-delta-{rep}", "delta", args.batch,
-                lambda _b: lambda t: delta_apply(dpath, t), collapse=True,
+                lambda _b: lambda t: delta_apply(dpath, t), collapse=True, client=args.client,
             )  # fmt: skip
 
         for rep in range(args.repeat):
@@ -614,7 +623,8 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
     print(f"table: {args.rows:,} rows (id bigint, v string, x double), 8 buckets on id; "
           f"{stream.events:,} Debezium events ({stream.updates:,} u, {stream.inserts:,} c, "
           f"{stream.deletes:,} d) over {stream.keys_touched:,} of {args.keys:,} keys, "
-          f"{args.partitions} partitions, maxOffsetsPerTrigger {args.batch:,}, local[2]; "
+          f"{args.partitions} partitions, maxOffsetsPerTrigger {args.batch:,}, local[2], "
+          f"acidkafka kafka.client {resolve_client(args.client)} (both sides); "
           f"{args.repeat} runs of each side, alternating")  # fmt: skip
     print()
     print(f"{'run':<4} {'system':<44} {'events/s':>10} {'seconds':>8} {'batches':>7} "
