@@ -542,7 +542,9 @@ def _partition_dirs(
         if p not in cat_paths:
             findings.append(Finding("partition_not_in_catalog", p, "on disk, not in the catalog"))
     for path, loc in sorted(cat_paths.items()):
-        if not storage.exists(path):
+        # An object store has no directories: a partition's prefix exists while it holds
+        # objects, and one whose aborted or compacted files the Cleaner removed is gone.
+        if not storage.exists(path) and not storage.is_object_store:
             name = catalog[loc.rstrip("/")].name
             findings.append(Finding("partition_missing_on_disk", path, f"catalog partition {name}"))
     dirs = sorted(set(on_disk) | {p for p in cat_paths if storage.exists(p)})
