@@ -3,18 +3,23 @@
 It forwards every request to the upstream server (moto's) unchanged, except that it answers
 ``503 SlowDown`` (S3's throttling error, with S3's XML body) to the first ``fail_first``
 requests, to every request while ``fail_always`` is set, and to requests whose target
-contains ``fail_match`` (e.g. ``partNumber=2``: the second part of every multipart upload).
+contains ``fail_match`` (e.g. ``partNumber=2``: the second part of every multipart upload);
+a request whose target contains ``die_match`` kills the proxy on the spot (its clients see
+the store vanish mid-request).
 Tests change the rules and read the counts through ``/__proxy/config`` and
 ``/__proxy/stats`` (JSON); :class:`ThrottleProxy` does both.
 
-Run: ``python -m tests.objectstore.throttle_proxy UPSTREAM_URL``; it prints
-``READY <port>`` once it listens on 127.0.0.1.
+Run: ``python -m tests.objectstore.throttle_proxy UPSTREAM_URL [PORT]``; it prints
+``READY <port>`` once it listens on 127.0.0.1 (PORT, or a free one). Killing the process
+takes the store away from its clients while the server keeps its objects (moto's restart
+would forget them).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -40,6 +45,7 @@ class _State:
         self.fail_first = 0
         self.fail_always = False
         self.fail_match = ""
+        self.die_match = ""
         self.requests = 0
         self.throttled = 0
         self.forwarded = 0
@@ -47,6 +53,8 @@ class _State:
     def decide(self, target: str) -> bool:
         """Count a request; whether it gets a 503."""
         with self.lock:
+            if self.die_match and self.die_match in target:
+                os._exit(1)  # no answer: the connection drops as when a server dies
             self.requests += 1
             throttle = self.fail_always or (bool(self.fail_match) and self.fail_match in target)
             if not throttle and self.fail_first > 0:
@@ -102,7 +110,7 @@ def _handler(upstream: urllib.parse.SplitResult, state: _State) -> type[BaseHTTP
             if self.path.startswith("/__proxy/config"):
                 rules = json.loads(body or b"{}")
                 with state.lock:
-                    for k in ("fail_first", "fail_always", "fail_match"):
+                    for k in ("fail_first", "fail_always", "fail_match", "die_match"):
                         if k in rules:
                             setattr(state, k, rules[k])
                     if rules.get("reset_counts"):
@@ -148,7 +156,9 @@ def _handler(upstream: urllib.parse.SplitResult, state: _State) -> type[BaseHTTP
 
 def main(argv: list[str]) -> None:
     upstream = urllib.parse.urlsplit(argv[0])
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(upstream, _State()))
+    port = int(argv[1]) if len(argv) > 1 else 0
+    ThreadingHTTPServer.allow_reuse_address = True  # a restart on the same port
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(upstream, _State()))
     server.daemon_threads = True
     print(f"READY {server.server_address[1]}", flush=True)
     server.serve_forever()
@@ -157,9 +167,10 @@ def main(argv: list[str]) -> None:
 class ThrottleProxy:
     """The proxy as a child process of the test, in front of ``upstream``."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, port: int = 0) -> None:
+        self.upstream = upstream
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.objectstore.throttle_proxy", upstream],
+            [sys.executable, "-m", "tests.objectstore.throttle_proxy", upstream, str(port)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
@@ -175,7 +186,7 @@ class ThrottleProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def configure(self, **rules: Any) -> dict[str, Any]:
-        """Set ``fail_first`` / ``fail_always`` / ``fail_match``; ``reset_counts=True``
+        """Set ``fail_first`` / ``fail_always`` / ``fail_match`` / ``die_match``; ``reset_counts=True``
         zeroes the counters. Returns the counters."""
         req = urllib.request.Request(
             self.endpoint + "/__proxy/config", data=json.dumps(rules).encode(), method="POST"
@@ -186,6 +197,11 @@ class ThrottleProxy:
 
     def stats(self) -> dict[str, Any]:
         return self.configure()
+
+    def restart(self) -> None:
+        """A new proxy process on the same port (after :meth:`stop`)."""
+        self.stop()
+        self.__init__(self.upstream, port=self.port)  # type: ignore[misc]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
