@@ -50,6 +50,7 @@ def _create(metastore: str, wh: S3Warehouse) -> str:
                 parameters={"transactional": "true"},
             )
         )
+    assert t.location is not None
     return t.location
 
 
