@@ -143,6 +143,15 @@ class ObjectStorage(Storage):
             return
         self._call("write", path, lambda: self.fs.pipe_file(path, data))
 
+    def delete(self, path: str, *, recursive: bool = False) -> None:
+        """Delete an object, or with ``recursive`` every object under the prefix ``path/``
+        too (S3: one listing, then bulk deletes whose per-key errors are reported, where
+        s3fs's recursive ``rm`` would drop them); a missing path is not an error."""
+        if not (self._s3 and recursive):
+            super().delete(path, recursive=recursive)
+            return
+        self.delete_many([*(f.path for f in self.list_tree(path)), path])
+
     def delete_many(self, paths: Iterable[str]) -> None:
         """Delete objects in bulk: S3's DeleteObjects, 1,000 keys a request, each request
         retried (deleting is idempotent); missing objects are not an error."""

@@ -119,6 +119,20 @@ def test_s3_delete_many_deletes_in_bulk(s3_warehouse: S3Warehouse) -> None:
 
 
 @pytest.mark.s3
+def test_s3_recursive_delete_takes_the_prefix_and_nothing_beside_it(
+    s3_warehouse: S3Warehouse,
+) -> None:
+    storage, root = _s3(s3_warehouse)
+    for name in ("delta_1_1/bucket_00000", "delta_1_1/sub/f", "delta_1_10/bucket_00000"):
+        storage.write_bytes_if_absent(storage.join(root, name), b"x")
+    storage.delete(storage.join(root, "delta_1_1"), recursive=True)
+    assert [e.path for e in storage.list_tree(root)] == [
+        storage.join(root, "delta_1_10/bucket_00000")
+    ]
+    storage.delete(storage.join(root, "nothing_here"), recursive=True)
+
+
+@pytest.mark.s3
 def test_s3_an_exception_inside_the_write_leaves_no_object_and_no_upload(
     s3_warehouse: S3Warehouse,
 ) -> None:
