@@ -18,6 +18,19 @@ kafka-python 3.0.12):
 * ``CreatePartitions`` is not implemented (kafka-python raises
   ``IncompatibleBrokerVersion``) and ``DeleteRecords`` makes the broker
   panic; ``DeleteTopics`` and re-creating a topic work.
+
+With confluent-kafka 2.16 (librdkafka 2.16, the source's ``kafka.client=confluent``):
+
+* The same ``ListOffsets(latest)`` under-report: ``get_watermark_offsets(cached=False)``
+  after 600 batched records over 3 partitions said 119/119/130 where the fetch high
+  watermark said 200 each; a consumer's cached high watermark (after a fetch) is right,
+  which is what ``endOffsetsFrom=fetch`` reads with this client.
+* A fetch at an offset past a partition's end returns nothing and no
+  ``OFFSET_OUT_OF_RANGE`` (no error event within 5 s with ``auto.offset.reset=error``):
+  the source's driver checks starting offsets against the range itself.
+* ``Metadata`` for all topics answers an unknown topic by its absence; a request naming
+  it answers ``UNKNOWN_TOPIC_OR_PART``. Consumers need a ``group.id`` (librdkafka's
+  rule) even when they only ``assign()``; Tansu answers their coordinator lookups.
 """
 
 from __future__ import annotations
