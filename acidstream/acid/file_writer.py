@@ -46,6 +46,7 @@ from acidstream.acid.orc_options import OrcWriterOptions
 from acidstream.acid.orc_stitch import StripeStitcher
 from acidstream.acid.orc_tail import parse_tail, rewrite_tail, tail_bytes
 from acidstream.acid.orc_types import event_type_messages
+from acidstream.acid.parallel_encode import encode_slices, parallel_slices
 from acidstream.acid.row_keys import KeyColumns, RowIdSequence, Segment, int_column
 from acidstream.acid.schema import HiveType, TableSchema, with_null_struct_children
 from acidstream.acid.side_file import encode_flush_length
@@ -424,14 +425,23 @@ class AcidFileWriter:
 
     def _write_arrow_inserts(self, write_id: int, start_rowid: int, rows: pa.StructArray) -> int:
         n = len(rows)
-        if n and self._stitch is not None and self.splice_events:
+        slices = [(0, n)]
+        if n and self.splice_events:
+            slices = parallel_slices(n, rows.nbytes, self.options.stripe_size)
+        if n and (self._stitch is not None or len(slices) > 1) and self.splice_events:
             rows = self._cleared_null_structs(rows)
             if not (self._has_timestamps and self._needs_exact(rows)):
                 # Only the rows go through pyarrow; the event columns are spliced in.
+                if self._stitch is None:
+                    self._begin_stitching()  # a big write: its slices become pieces
                 if self._exact is not None:
                     self._end_piece()
                 run = InsertRun(write_id, start_rowid, n)
-                self._write_arrow_piece(pa.Table.from_arrays([rows], names=["row"]), run)
+                table = pa.Table.from_arrays([rows], names=["row"])
+                if len(slices) > 1:
+                    self._write_parallel_pieces(table, run, slices)
+                else:
+                    self._write_arrow_piece(table, run)
                 return n
         if n:
             self._write_events(
@@ -612,6 +622,28 @@ class AcidFileWriter:
         # The stitcher's position has not moved since the piece began.
         self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
 
+    def _write_parallel_pieces(
+        self, table: pa.Table, run: InsertRun, slices: list[tuple[int, int]]
+    ) -> None:
+        """A big write of insert rows (``table``: the ``row`` column only): each slice
+        encoded by pyarrow on an encoding thread into a piece of its own, the pieces
+        appended in row order (``acidstream.acid.parallel_encode``)."""
+        if self._arrow is not None:
+            self._end_piece()  # the open piece's rows come first
+        bloom = self._bloom_rows
+        kwargs = self.options.arrow_kwargs()
+
+        def encode(part: pa.Table) -> pa.Buffer:  # (an encoding thread)
+            sink = pa.BufferOutputStream()
+            writer = pa_orc.ORCWriter(sink, **kwargs, **bloom)
+            writer.write(part)
+            writer.close()
+            return sink.getvalue()
+
+        for (offset, length), buf in zip(slices, encode_slices(table, slices, encode), strict=True):
+            runs = [InsertRun(run.write_id, run.first_row_id + offset, length)]
+            self._add_arrow_piece(memoryview(buf), runs)
+
     def _end_arrow_piece(self, native: pa.BufferOutputStream) -> None:
         """:meth:`_end_piece` of an arrow piece: its stripes (and, for the file's first
         piece, the ``ORC`` header) go to the file; its own tail is dropped."""
@@ -622,7 +654,12 @@ class AcidFileWriter:
                 self._arrow.close()
         finally:
             self._arrow = self._native = None
-        data = memoryview(native.getvalue())
+        self._add_arrow_piece(memoryview(native.getvalue()), runs)
+
+    def _add_arrow_piece(self, data: memoryview, runs: list[InsertRun] | None) -> None:
+        """A whole ORC file pyarrow encoded (``runs``: of insert rows only, whose event
+        columns are spliced in) appended to the stitched file as its next piece."""
+        assert self._stitch is not None
         tail = parse_tail(tail_bytes(data))
         header = len(_ORC_HEADER)
         first = self._stitch.position == 0  # it has not moved since the piece began
