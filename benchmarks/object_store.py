@@ -14,7 +14,10 @@ outside the warehouse (an S3 warehouse cannot hold it).
 Writers, each into its own new table (acidstream: a new bucket; deltalake: a new prefix):
   * acidstream S3: ``StreamingConnection`` (``write_arrow``, one txn per commit: an object
     store cannot hflush, so transaction batches of 1), warehouse ``s3://<bucket>/warehouse``;
-  * acidstream local disk: the same, warehouse on the local disk;
+  * acidstream S3 SNAPPY: the same with the table property ``orc.compress=SNAPPY`` (the codec
+    deltalake writes; Hive's default, ZLIB, costs about 3x SNAPPY's CPU per row), for
+    information: the targets are the default table's;
+  * acidstream local disk: the same as the first, warehouse on the local disk;
   * deltalake S3 (handle): ``write_deltalake(dt, mode="append")`` on one open ``DeltaTable``
     (the log is read once, each append adds one version);
   * deltalake S3 (path), with ``--path-delta``: ``write_deltalake("s3://...",
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import itertools
 import os
 import pstats
@@ -240,8 +244,11 @@ def measured(
     return secs, cpu, s3.server.cpu_seconds() - server_cpu, s3.server.requests_since(offset)
 
 
-def acid_table(metastore: str, warehouse: str, options: dict[str, Any]) -> None:
-    """Create ``default.t`` (transactional, unbucketed) in a new metastore."""
+def acid_table(
+    metastore: str, warehouse: str, options: dict[str, Any], *, compress: str | None = None
+) -> None:
+    """Create ``default.t`` (transactional, unbucketed) in a new metastore; ``compress``:
+    its ``orc.compress`` (default ZLIB, Hive's)."""
     store = open_store(metastore, warehouse=warehouse, storage_options=options)
     try:
         store.create_table(
@@ -249,7 +256,8 @@ def acid_table(metastore: str, warehouse: str, options: dict[str, Any]) -> None:
                 db="default",
                 name="t",
                 columns=tuple((n, str(t)) for n, t in SCHEMA.columns),
-                parameters={"transactional": "true"},
+                parameters={"transactional": "true"}
+                | ({"orc.compress": compress} if compress else {}),
             )
         )
     finally:
@@ -277,15 +285,24 @@ def acid_commits(
 
 
 def acid_run(
-    s3: S3, scenario: str, root: Path, tables: list[pa.Table], *, on_s3: bool, tag: str
+    s3: S3,
+    scenario: str,
+    root: Path,
+    tables: list[pa.Table],
+    *,
+    on_s3: bool,
+    tag: str,
+    compress: str | None = None,
 ) -> Run:
     writer = "acidstream S3" if on_s3 else "acidstream local disk"
+    if compress:
+        writer += f" {compress}"
     d = root / f"acid-{tag}"
     d.mkdir()
     metastore = f"sqlite:///{d}/metastore.db"  # local file, outside the warehouse
     warehouse = f"s3://{s3.new_bucket(tag)}/warehouse" if on_s3 else str(d / "warehouse")
     opts = s3.acid_options if on_s3 else {}
-    acid_table(metastore, warehouse, opts)
+    acid_table(metastore, warehouse, opts, compress=compress)
     secs, cpu, scpu, reqs = measured(
         s3, scenario, writer, tables, lambda: acid_commits(metastore, warehouse, opts, tables)
     )
@@ -368,20 +385,24 @@ def _id_sum(tables: list[pa.Table]) -> int:
 def series(
     s3: S3, scenario: str, root: Path, tables: list[pa.Table], *, repeat: int, path_delta: bool
 ) -> list[Run]:
-    """Every writer ``repeat`` times on ``tables``, alternating (the machine's load changes
-    by the minute: each system sees the same conditions)."""
+    """Every writer ``repeat`` times on ``tables``, alternating, in reverse order every other
+    time (the machine's load changes by the minute: each system sees the same conditions)."""
     delta_bucket = s3.new_bucket(f"delta-{scenario}")
     runs: list[Run] = []
     for r in range(repeat):
         tag = f"{scenario}-{r}"
-        runs.append(acid_run(s3, scenario, root, tables, on_s3=True, tag=f"acid-{tag}"))
-        runs.append(delta_run(s3, scenario, tables, bucket=delta_bucket, tag=f"h{r}", handle=True))
-        runs.append(acid_run(s3, scenario, root, tables, on_s3=False, tag=f"local-{tag}"))
-        runs.append(floor_run(s3, scenario, tables, bucket=delta_bucket, tag=f"f{r}"))
+        acid = functools.partial(acid_run, s3, scenario, root, tables)
+        delta = functools.partial(delta_run, s3, scenario, tables, bucket=delta_bucket)
+        writers: list[Callable[[], Run]] = [
+            functools.partial(acid, on_s3=True, tag=f"acid-{tag}"),
+            functools.partial(delta, tag=f"h{r}", handle=True),
+            functools.partial(acid, on_s3=True, tag=f"snappy-{tag}", compress="SNAPPY"),
+            functools.partial(acid, on_s3=False, tag=f"local-{tag}"),
+            functools.partial(floor_run, s3, scenario, tables, bucket=delta_bucket, tag=f"f{r}"),
+        ]
         if path_delta:
-            runs.append(
-                delta_run(s3, scenario, tables, bucket=delta_bucket, tag=f"p{r}", handle=False)
-            )
+            writers.append(functools.partial(delta, tag=f"p{r}", handle=False))
+        runs.extend(w() for w in (writers if r % 2 == 0 else writers[::-1]))
     return runs
 
 
@@ -512,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.scenario:<6} {r.writer:<24} {r.txns:>5} {r.secs:>7.2f} {r.txns / r.secs:>9.1f} "
             f"{r.rows / r.secs:>11,.0f} {r.cpu:>6.2f} {r.server_cpu:>12.2f}  {r.per_commit}"
         )
-    lines = []
+    lines, info = [], []
     print()
     for scenario, target, what in (
         ("small", SMALL_TARGET, f"{args.small_txns} x {args.small_rows:,}-row commits"),
@@ -537,6 +558,16 @@ def main(argv: list[str] | None = None) -> int:
                 target,
             )
         )
+        snappy = others.get("acidstream S3 SNAPPY")
+        if snappy is not None:
+            info.append(
+                Line(
+                    what,
+                    f"S3 orc.compress=SNAPPY {snappy.secs:.2f}s vs {peer.writer} {peer.secs:.2f}s",
+                    peer.secs / snappy.secs,
+                    target,
+                )
+            )
         print(
             f"{what}: acidstream S3 is "
             + ", ".join(f"{r.secs / acid.secs:.2f}x {w}" for w, r in sorted(others.items()))
@@ -544,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     for line in lines:
+        print(line.text())
+    print("for information, not in the exit status (SNAPPY: the codec deltalake writes):")
+    for line in info:
         print(line.text())
     print(
         f"load average (1 min) at start / after small / after big: "
