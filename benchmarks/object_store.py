@@ -11,7 +11,8 @@ DynamoDB: the log entry is written with ``If-None-Match: *``, which moto enforce
 environment is not used. The acidstream metastore is a SQLite file on the local disk,
 outside the warehouse (an S3 warehouse cannot hold it).
 
-Writers, each into its own new table (acidstream: a new bucket; deltalake: a new prefix):
+Writers, each into its own new table in its own new bucket (moto lists a prefix by scanning
+every key of its bucket):
   * acidstream S3: ``StreamingConnection`` (``write_arrow``, one txn per commit: an object
     store cannot hflush, so transaction batches of 1), warehouse ``s3://<bucket>/warehouse``;
   * acidstream S3 SNAPPY: the same with the table property ``orc.compress=SNAPPY`` (the codec
@@ -326,7 +327,7 @@ def floor_run(s3: S3, scenario: str, tables: list[pa.Table], *, bucket: str, tag
     import pyarrow.orc as orc
 
     writer = "floor: one ORC PUT"
-    fs = fsspec.filesystem("s3", skip_instance_cache=True, **s3.acid_options)
+    fs = fsspec.filesystem("s3", **s3.acid_options)  # cached: the warm-up made it
     prefix = f"{bucket}/{tag}"
 
     def body() -> None:
@@ -387,21 +388,26 @@ def series(
 ) -> list[Run]:
     """Every writer ``repeat`` times on ``tables``, alternating, in reverse order every other
     time (the machine's load changes by the minute: each system sees the same conditions)."""
-    delta_bucket = s3.new_bucket(f"delta-{scenario}")
     runs: list[Run] = []
     for r in range(repeat):
         tag = f"{scenario}-{r}"
+        # Every table in its own bucket: moto lists a prefix by scanning its bucket's keys,
+        # so a shared bucket would make one writer's listings pay for another's objects.
         acid = functools.partial(acid_run, s3, scenario, root, tables)
-        delta = functools.partial(delta_run, s3, scenario, tables, bucket=delta_bucket)
+        delta = functools.partial(delta_run, s3, scenario, tables, tag="t")
         writers: list[Callable[[], Run]] = [
             functools.partial(acid, on_s3=True, tag=f"acid-{tag}"),
-            functools.partial(delta, tag=f"h{r}", handle=True),
+            functools.partial(delta, bucket=s3.new_bucket(f"delta-{tag}"), handle=True),
             functools.partial(acid, on_s3=True, tag=f"snappy-{tag}", compress="SNAPPY"),
             functools.partial(acid, on_s3=False, tag=f"local-{tag}"),
-            functools.partial(floor_run, s3, scenario, tables, bucket=delta_bucket, tag=f"f{r}"),
+            functools.partial(
+                floor_run, s3, scenario, tables, bucket=s3.new_bucket(f"floor-{tag}"), tag="t"
+            ),
         ]
         if path_delta:
-            writers.append(functools.partial(delta, tag=f"p{r}", handle=False))
+            writers.append(
+                functools.partial(delta, bucket=s3.new_bucket(f"path-{tag}"), handle=False)
+            )
         runs.extend(w() for w in (writers if r % 2 == 0 else writers[::-1]))
     return runs
 
@@ -412,9 +418,8 @@ def warm_up(s3: S3, root: Path, tables: list[pa.Table]) -> None:
     runtime) stays out of the first timed series."""
     log("warm-up (untimed)")
     acid_run(s3, "warm-up", root, tables, on_s3=True, tag="warm-acid")
-    bucket = s3.new_bucket("warm-delta")
-    delta_run(s3, "warm-up", tables, bucket=bucket, tag="d", handle=True)
-    floor_run(s3, "warm-up", tables, bucket=bucket, tag="f")
+    delta_run(s3, "warm-up", tables, bucket=s3.new_bucket("warm-delta"), tag="t", handle=True)
+    floor_run(s3, "warm-up", tables, bucket=s3.new_bucket("warm-floor"), tag="t")
 
 
 def best(runs: list[Run], scenario: str, writer: str) -> Run | None:
