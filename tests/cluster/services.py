@@ -175,6 +175,7 @@ class PrivatePostgres:
             f.write(f"host all all {subnet} trust\n")
         # pg_ctl must run inside the namespace: the postmaster it forks inherits it and
         # binds to the host's address there.
+        # fsync off: a throwaway instance whose data nothing needs after the test.
         opts = (
             f"-c listen_addresses={host.ip} -c port={PG_PORT} "
             f"-c unix_socket_directories={self.dir} -c max_connections=200 -c fsync=off"
@@ -183,15 +184,10 @@ class PrivatePostgres:
             "runuser", "-u", "postgres", "--", self._pg_ctl, "-D", str(self.data),
             "-o", opts, "-l", str(self.log_path), "-w", "-t", "60", "start",
         ]  # fmt: skip
-        done = subprocess.run(
-            host.command(argv),
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
+        self._started = True  # from here on stop() runs pg_ctl stop (harmless if not up)
+        done = subprocess.run(host.command(argv), capture_output=True, text=True, timeout=90)
         if done.returncode != 0:
             raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()} {self.tail()}")
-        self._started = True
         # Created over TCP from inside the namespace: the same way in as every client.
         _as_postgres(
             ["psql", "-h", host.ip, "-p", str(PG_PORT), "-U", "postgres", "-qc",
@@ -205,6 +201,7 @@ class PrivatePostgres:
         return f"postgresql://postgres@{self.host.ip}:{PG_PORT}/metastore"
 
     def tail(self, chars: int = 3000) -> str:
+        """The end of the server's log (for failure messages)."""
         try:
             return f"[{self.log_path}: ...{self.log_path.read_text(errors='replace')[-chars:]}]"
         except OSError:
