@@ -1,9 +1,13 @@
 # One-command entry points (see README.md). Each target sets up what it needs.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PYTEST_ARGS ?=
+# `make test` runs the suite on two pytest-xdist workers, a whole test file per worker
+# (--dist loadfile: one Spark session, Kafka broker and moto server per worker serve many
+# tests, and a module's tests that share state stay together). `pytest tests/x.py` alone
+# runs in one process, without xdist; `make test PYTEST_ARGS=` runs the suite that way.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: setup services demo test lint bench chaos chaos-replay clean
+.PHONY: setup services demo test test-slow lint bench chaos chaos-replay clean
 
 setup: $(VENV)/.installed
 
@@ -25,7 +29,10 @@ lint: setup
 	$(PY) -m mypy
 
 test: setup services lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not long" $(PYTEST_ARGS)
+
+test-slow: setup services  # the `long` cases `make test` leaves out (README: Tests)
+	$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 bench: setup services
 	for b in acid_io txn_commit streaming record_writers kafka_to_table compaction_speed http_ingest spark_read list_bucketing connection_open mutations cdc object_store; do \
