@@ -18,7 +18,11 @@ The arrow engine writes every valid Hive value: batches pyarrow would get wrong
 negative nanoseconds that ORC Java refuses; nanosecond input with sub-microsecond
 digits) go to a "piece" written by pyorc from exact (seconds, nanos) pairs, and the
 file's pieces are stitched into one (``acidstream.acid.orc_stitch``). Other batches keep the
-columnar fast path.
+columnar fast path. The piece methods live in ``acidstream.acid.file_pieces``.
+
+Durability (``acidstream.acid.durability``): each durable point (a flush's footer, the
+final footer) syncs the file (``fsync``) or hands it to the OS (``flush``);
+:func:`sync_data_of` and :func:`record_footers` do it for a commit's files together.
 """
 
 from __future__ import annotations
@@ -39,22 +43,21 @@ import pyorc
 from acidstream.acid import bucket_codec, faults, layout
 from acidstream.acid.durability import Durability
 from acidstream.acid.errors import AcidFormatError, ConfigError, SerializationError
+from acidstream.acid.file_pieces import StitchedPieces
 from acidstream.acid.group_sync import DeltaMarker, flush_files
 from acidstream.acid.orc_capture import PieceCapture, TailCapture
-from acidstream.acid.orc_events import InsertRun, splice_insert_events
+from acidstream.acid.orc_events import InsertRun
 from acidstream.acid.orc_options import OrcWriterOptions
 from acidstream.acid.orc_stitch import StripeStitcher
-from acidstream.acid.orc_tail import parse_tail, rewrite_tail, tail_bytes
+from acidstream.acid.orc_tail import parse_tail, rewrite_tail
 from acidstream.acid.orc_types import event_type_messages
-from acidstream.acid.parallel_encode import encode_slices, parallel_slices
+from acidstream.acid.parallel_encode import parallel_slices
 from acidstream.acid.row_keys import KeyColumns, RowIdSequence, Segment, int_column
 from acidstream.acid.schema import HiveType, TableSchema, with_null_struct_children
 from acidstream.acid.side_file import encode_flush_length
 from acidstream.acid.storage import Storage
 from acidstream.acid.timestamps import (
     HiveTimestampConverter,
-    SplitTimestampConverter,
-    exact_pyorc_values,
     has_pre_epoch_fraction,
     with_timestamp_unit,
 )
@@ -82,12 +85,11 @@ KEY_INDEX = "hive.acid.key.index"
 ACID_STATS = "hive.acid.stats"
 ACID_VERSION_KEY = "hive.acid.version"
 _UTC = ZoneInfo("UTC")
-_ORC_HEADER = b"ORC"
 _EVENT_NAMES = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
 _EVENT_TYPES = (pa.int32(), pa.int64(), pa.int32(), pa.int64(), pa.int64())
 
 
-class AcidFileWriter:
+class AcidFileWriter(StitchedPieces):
     """Writes one ACID bucket file (Hive's ``OrcRecordUpdater`` for one bucket/statement).
 
     Args:
@@ -489,42 +491,6 @@ class AcidFileWriter:
             return with_null_struct_children(rows)
         return rows
 
-    def _write_arrow_piece(self, table: pa.Table, run: InsertRun | None) -> None:
-        """Stitched file: ``table`` into the current arrow piece, which pyarrow encodes
-        into native memory: no write of pyarrow's comes back into the interpreter (each
-        took the GIL, a wait while a parsing thread held it), and the piece reaches the
-        file in one write, without the copies a Python file object made. A piece ends
-        once it holds a stripe, so memory stays at about two stripes.
-
-        With ``run``, ``table`` holds only the ``row`` column of those insert events:
-        the piece's event columns are spliced in when it ends (``acidstream.acid.orc_events``).
-        A piece holds one kind of table: a write of the other kind ends it."""
-        if self._arrow is not None and (run is None) != (self._piece_runs is None):
-            self._end_piece()
-        stripe = self.options.stripe_size
-        step = max(len(table), 1)
-        # (The buffers' total is cheap and bounds the referenced bytes from above.)
-        if len(table) > 1 and table.get_total_buffer_size() > stripe:
-            nbytes = table.nbytes
-            if nbytes > stripe:
-                step = max(1, len(table) * stripe // nbytes)
-        for start in range(0, max(len(table), 1), step):
-            if self._arrow is None:
-                self._native = pa.BufferOutputStream()
-                bloom = self._bloom if run is None else self._bloom_rows
-                self._arrow = pa_orc.ORCWriter(self._native, **self.options.arrow_kwargs(), **bloom)
-                self._piece_runs = None if run is None else []
-            part = table.slice(start, step)
-            if run is not None:
-                assert self._piece_runs is not None
-                self._piece_runs.append(
-                    InsertRun(run.write_id, run.first_row_id + start, len(part))
-                )
-            self._arrow.write(part)
-            assert self._native is not None
-            if self._native.tell() >= stripe:
-                self._end_piece()
-
     def _needs_exact(self, rows: pa.Array) -> bool:
         """Whether pyarrow would write some timestamp of ``rows`` wrongly: before 1970
         with a fraction (pyarrow's negative nanoseconds, which ORC Java refuses), or
@@ -533,149 +499,11 @@ class AcidFileWriter:
             return False
         return not rows.type.equals(self._row_type) or has_pre_epoch_fraction(rows)
 
-    def _write_exact(self, table: pa.Table) -> None:
-        """The exact path: ``table`` goes to a piece written by pyorc from (floor seconds,
-        nanos) pairs, which ORC C++ encodes as ORC Java does (``acidstream.acid.timestamps``).
-        About as fast as the pyorc engine; only batches that need it take it."""
-        if self._stitch is None:
-            self._begin_stitching()
-        assert self._stitch is not None
-        if self._arrow is not None:
-            self._end_piece()
-        if self._exact is None:
-            self._piece = PieceCapture(self._raw, first=self._stitch.position == 0)
-            self._exact = pyorc.Writer(
-                cast(BinaryIO, self._piece),
-                self.schema.orc_event_schema(),
-                timezone=_UTC,
-                converters={pyorc.TypeKind.TIMESTAMP: SplitTimestampConverter},
-                **self.options.pyorc_piece_kwargs(),
-                **self._bloom,
-            )
-        cols = [c.combine_chunks() for c in table.columns]
-        row = cast(pa.StructArray, cols[5])
-        # Event and row columns as Python lists zipped into tuples (C loops); only the
-        # values themselves are converted (exact_pyorc_values).
-        fields = [exact_pyorc_values(row.field(i)) for i in range(row.type.num_fields)]
-        rows: Iterable[Any] = zip(*fields, strict=True)
-        if row.null_count:
-            valid = row.is_valid().to_pylist()
-            rows = (r if ok else None for r, ok in zip(rows, valid, strict=True))
-        heads = [c.to_pylist() for c in cols[:5]]
-        try:
-            self._exact.writerows(zip(*heads, rows, strict=True))
-        except (TypeError, ValueError, OverflowError) as e:
-            raise SerializationError(f"rows do not fit the table's types: {e}") from e
-
-    def _begin_stitching(self) -> None:
-        """Turn a one-encoder arrow file into a stitched one: what pyarrow wrote so far
-        becomes the first piece (its tail is dropped; the stitcher writes the file's)."""
-        self._stitch = StripeStitcher()
-        writer, self._arrow = self._arrow, None
-        if writer is None:
-            return
-        cap = self._capture
-        cap.holding = True
-        try:
-            if cap.logical == 0:
-                # Nothing written: pyarrow needs a schema before it can close.
-                empty = pa.array([], self._row_type)
-                writer.write(self._empty_events(empty))
-            writer.close()
-        finally:
-            cap.holding = False
-        held = bytes(cap.held)
-        cap.held.clear()
-        passed = cap.logical - len(held)
-        if passed == 0:
-            return  # nothing reached the file: the first piece will write the header
-        tail = parse_tail(held)
-        self._raw.write(held[: len(held) - tail.tail_length])
-        body = cap.logical - tail.tail_length - 3  # the file's "ORC" header excluded
-        self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
-
     @staticmethod
     def _empty_events(rows: pa.Array) -> pa.Table:
         return pa.Table.from_arrays(
             [pa.array([], t) for t in _EVENT_TYPES] + [rows], names=list(_EVENT_NAMES)
         )
-
-    def _end_piece(self) -> None:
-        """Close the current piece's encoder and register its stripes (no tail yet)."""
-        assert self._stitch is not None
-        if self._native is not None:
-            self._end_arrow_piece(self._native)
-            return
-        writer = self._arrow if self._arrow is not None else self._exact
-        piece = self._piece
-        if writer is None or piece is None:
-            return
-        piece.holding = True  # the last stripe and the piece's own tail
-        try:
-            writer.close()
-        finally:
-            self._arrow = self._exact = self._piece = None
-        held = bytes(piece.held)
-        tail = parse_tail(held)
-        self._raw.write(memoryview(held)[: len(held) - tail.tail_length])  # no copy
-        body = piece.passed + len(held) - tail.tail_length
-        # The stitcher's position has not moved since the piece began.
-        self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
-
-    def _write_parallel_pieces(
-        self, table: pa.Table, run: InsertRun, slices: list[tuple[int, int]]
-    ) -> None:
-        """A big write of insert rows (``table``: the ``row`` column only): each slice
-        encoded by pyarrow on an encoding thread into a piece of its own, the pieces
-        appended in row order (``acidstream.acid.parallel_encode``)."""
-        if self._arrow is not None:
-            self._end_piece()  # the open piece's rows come first
-        bloom = self._bloom_rows
-        kwargs = self.options.arrow_kwargs()
-
-        def encode(part: pa.Table) -> pa.Buffer:  # (an encoding thread)
-            sink = pa.BufferOutputStream()
-            writer = pa_orc.ORCWriter(sink, **kwargs, **bloom)
-            writer.write(part)
-            writer.close()
-            return sink.getvalue()
-
-        for (offset, length), buf in zip(slices, encode_slices(table, slices, encode), strict=True):
-            runs = [InsertRun(run.write_id, run.first_row_id + offset, length)]
-            self._add_arrow_piece(memoryview(buf), runs)
-
-    def _end_arrow_piece(self, native: pa.BufferOutputStream) -> None:
-        """:meth:`_end_piece` of an arrow piece: its stripes (and, for the file's first
-        piece, the ``ORC`` header) go to the file; its own tail is dropped."""
-        assert self._stitch is not None
-        runs, self._piece_runs = self._piece_runs, None
-        try:
-            if self._arrow is not None:
-                self._arrow.close()
-        finally:
-            self._arrow = self._native = None
-        self._add_arrow_piece(memoryview(native.getvalue()), runs)
-
-    def _add_arrow_piece(self, data: memoryview, runs: list[InsertRun] | None) -> None:
-        """A whole ORC file pyarrow encoded (``runs``: of insert rows only, whose event
-        columns are spliced in) appended to the stitched file as its next piece."""
-        assert self._stitch is not None
-        tail = parse_tail(tail_bytes(data))
-        header = len(_ORC_HEADER)
-        first = self._stitch.position == 0  # it has not moved since the piece began
-        if runs is not None:
-            parts, tail = splice_insert_events(data, tail, runs, self.bucket_property)
-            if first:
-                parts.insert(0, data[:header])
-            stripes = b"".join(parts)  # one write: a copy of about a stripe
-            self._raw.write(stripes)
-            body = len(stripes) - (header if first else 0)
-        else:
-            self._raw.write(data[0 if first else header : len(data) - tail.tail_length])
-            body = len(data) - header - tail.tail_length
-        # The commit's fdatasync comes soon: let the disk start on the stripes now.
-        self.storage.start_writeback(self._raw)
-        self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
 
     def delete(self, write_id: int, keys: Sequence[tuple[int, int, int]]) -> int:
         """Append delete events ``(originalTransaction, bucket, rowId)`` made by ``write_id``.
