@@ -20,12 +20,14 @@ Usage: python benchmarks/kafka_to_table.py [--events 1000000] [--partitions 3]
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from acidstream.jobs.broker import EmbeddedBroker
 from acidstream.jobs.config import KafkaJobConfig
@@ -40,12 +42,15 @@ SPEEDUP_TARGET = 1.6  # confluent's job events/s over kafka-python's
 FLOOR_TARGET = 0.8  # the job's events/s over its floor's, with either client
 
 
-def floor_run(spark: Any, bootstrap: str, topic: str, root: Path, client: str) -> float:
+def floor_run(
+    spark: Any, bootstrap: str, topic: str, root: Path, client: str, attempt: int = 0
+) -> float:
     """Seconds of the floor query: the source with ``client`` and ``batch_df.write.orc``."""
     from acidstream.sources.kafka import KafkaSource
 
     spark.dataSource.register(KafkaSource)
-    out = str(root / f"floor_orc_{topic}_{client}")
+    name = f"{topic}_{client}_{attempt}"
+    out = str(root / f"floor_orc_{name}")
 
     def write(df: Any, batch_id: int) -> None:
         df.write.mode("append").orc(out)
@@ -59,12 +64,31 @@ def floor_run(spark: Any, bootstrap: str, topic: str, root: Path, client: str) -
         .option("kafka.client", client)
         .load()
         .writeStream.foreachBatch(write)
-        .option("checkpointLocation", str(root / f"floor_ckpt_{topic}_{client}"))
+        .option("checkpointLocation", str(root / f"floor_ckpt_{name}"))
         .trigger(availableNow=True)
     )
     t0 = time.perf_counter()
     q.start().awaitTermination()
     return time.perf_counter() - t0
+
+
+T = TypeVar("T")
+CONNECT_BACK = "Python worker failed to connect back"
+
+
+def retried(what: str, fn: Callable[[int], T], attempts: int = 3) -> T:
+    """``fn(attempt)``, again from scratch (the attempt number names fresh checkpoints and
+    tables) when Spark could not start a Python worker in time: on a loaded machine a
+    query's planner or source runner worker sometimes fails to connect back within
+    Spark's fixed timeout, before the query reads anything. Other errors propagate."""
+    for attempt in range(attempts):
+        try:
+            return fn(attempt)
+        except Exception as e:
+            if CONNECT_BACK not in str(e) or attempt == attempts - 1:
+                raise
+            print(f"[{what}] attempt {attempt + 1}: {CONNECT_BACK}; again", flush=True)
+    raise AssertionError("unreachable")
 
 
 class _FastProducer:
@@ -94,9 +118,11 @@ class _FastProducer:
         self.flush()
 
 
-def job_config(bootstrap: str, topic: str, root: Path, client: str, txns: int) -> KafkaJobConfig:
+def job_config(
+    bootstrap: str, topic: str, root: Path, client: str, txns: int, attempt: int = 0
+) -> KafkaJobConfig:
     """The Kafka job reading ``topic`` with ``client`` into a table of its own."""
-    table = "bench_" + client.replace("-", "_")
+    table = f"bench_{client.replace('-', '_')}_{attempt}"
     return KafkaJobConfig.load(
         None,
         overrides={
@@ -148,15 +174,27 @@ def main() -> int:
             print(f"[produce] {args.events:,} events in {time.perf_counter() - t:.1f}s", flush=True)
             spark = spark_session(job_config(broker.bootstrap, topic, root, clients[0], 1))
             for client in clients:
-                took = floor_run(spark, broker.bootstrap, "warmup", root, client)
+                took = retried(
+                    "warm-up",
+                    functools.partial(floor_run, spark, broker.bootstrap, "warmup", root, client),
+                )
                 print(f"[warm-up] {client}: {took:.1f}s (not timed)", flush=True)
             for client in clients:
                 print(f"[floor] {client}: batch_df.write.orc ...", flush=True)
-                floor[client] = floor_run(spark, broker.bootstrap, topic, root, client)
+                floor[client] = retried(
+                    "floor",
+                    functools.partial(floor_run, spark, broker.bootstrap, topic, root, client),
+                )
                 print(f"[floor] {client}: {args.events / floor[client]:,.0f} events/s", flush=True)
                 print(f"[acid] {client}: the Kafka job (AcidSink) ...", flush=True)
-                cfg = job_config(broker.bootstrap, topic, root, client, args.txns_per_batch)
-                res = run_kafka_job(cfg, bootstrap=broker.bootstrap, spark=spark)
+
+                def job(attempt: int, client: str = client) -> Any:
+                    cfg = job_config(
+                        broker.bootstrap, topic, root, client, args.txns_per_batch, attempt
+                    )
+                    return run_kafka_job(cfg, bootstrap=broker.bootstrap, spark=spark)
+
+                res = retried("acid", job)
                 if res.rows != args.events:
                     raise SystemExit(f"acid sink wrote {res.rows} rows, expected {args.events}")
                 acid[client] = res.seconds
