@@ -367,6 +367,27 @@ def foreach_batch_run(
     return run
 
 
+CONNECT_BACK = "Python worker failed to connect back"
+
+
+def retried(
+    what: str, fn: Callable[[int], Run], reset: Callable[[], None], attempts: int = 3
+) -> Run:
+    """``fn(attempt)``, again from scratch (``reset()``, then a fresh checkpoint named by the
+    attempt) when Spark could not start a Python worker in time: on a loaded machine a
+    query's planner or source runner worker sometimes fails to connect back within Spark's
+    fixed timeout. Other errors propagate."""
+    for attempt in range(attempts):
+        try:
+            return fn(attempt)
+        except Exception as e:
+            if CONNECT_BACK not in str(e) or attempt == attempts - 1:
+                raise
+            log(f"  {what}: attempt {attempt + 1}: {CONNECT_BACK}; again from the built table")
+            reset()
+    raise AssertionError("unreachable")
+
+
 def profiled(fn: Callable[[], None], what: str) -> None:
     """Run ``fn`` under cProfile (driver side: the executors' Python workers are other
     processes; the driver's wait for their Spark job shows as py4j socket reads) and print
@@ -552,7 +573,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
         # compiler; one query over a small topic does all of it for both sides.
         log("warm-up ...")
 
-        def warm(store: Any) -> Run:
+        def warm(store: Any, attempt: int) -> Run:
             ours = engine_apply(store, "default.warm")
 
             def both(b: int) -> Callable[[pa.Table], Any]:
@@ -562,34 +583,67 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
 
                 return apply
 
-            return foreach_batch_run(spark, bootstrap, WARM_TOPIC, tmp / "ckpt-warm", "warm-up",
-                                     args.batch, both, collapse=False, client=args.client)  # fmt: skip
+            return foreach_batch_run(spark, bootstrap, WARM_TOPIC, tmp / f"ckpt-warm-{attempt}",
+                                     "warm-up", args.batch, both, collapse=False,
+                                     client=args.client)  # fmt: skip
 
-        with_store(warm)
+        # (The warm-up's tables are not compared: a retry may apply its events twice.)
+        retried("warm-up", lambda a: with_store(lambda st: warm(st, a)), lambda: None)
         if args.ours == "job":  # the job's own code path: its sink's parse tasks
-            job_run(spark, bootstrap, acid, tmp / "ckpt-warm-job", args.batch,
-                    topic=WARM_TOPIC, table="default.warm", client=args.client)  # fmt: skip
+            retried(
+                "warm-up job",
+                lambda a: job_run(spark, bootstrap, acid, tmp / f"ckpt-warm-job-{a}", args.batch,
+                                  topic=WARM_TOPIC, table="default.warm", client=args.client),
+                lambda: None,
+            )  # fmt: skip
 
         def profile(rep: int) -> int | None:
             return args.profile if rep == args.repeat - 1 else None
 
         def run_ours(rep: int) -> Run:
-            if args.ours == "job":
-                return job_run(spark, bootstrap, acid, tmp / f"ckpt-job-{rep}", args.batch,
-                               profile=profile(rep), client=args.client)  # fmt: skip
-            return with_store(
-                lambda store: foreach_batch_run(
-                    spark, bootstrap, TOPIC, tmp / f"ckpt-ours-{rep}", "acidstream",
-                    args.batch, engine_apply(store, TABLE), collapse=False,
-                    profile=profile(rep), client=args.client,
+            def once(attempt: int) -> Run:
+                if args.ours == "job":
+                    return job_run(
+                        spark,
+                        bootstrap,
+                        acid,
+                        tmp / f"ckpt-job-{rep}-{attempt}",
+                        args.batch,
+                        profile=profile(rep),
+                        client=args.client,
+                    )
+                return with_store(
+                    lambda store: foreach_batch_run(
+                        spark,
+                        bootstrap,
+                        TOPIC,
+                        tmp / f"ckpt-ours-{rep}-{attempt}",
+                        "acidstream",
+                        args.batch,
+                        engine_apply(store, TABLE),
+                        collapse=False,
+                        profile=profile(rep),
+                        client=args.client,
+                    )
                 )
-            )  # fmt: skip
+
+            return retried("acidstream", once, lambda: restore(acid_copy, acid.root))  # fmt: skip
 
         def run_delta(rep: int) -> Run:
-            return foreach_batch_run(
-                spark, bootstrap, TOPIC, tmp / f"ckpt-delta-{rep}", "delta", args.batch,
-                lambda _b: lambda t: delta_apply(dpath, t), collapse=True, client=args.client,
-            )  # fmt: skip
+            def once(attempt: int) -> Run:
+                return foreach_batch_run(
+                    spark,
+                    bootstrap,
+                    TOPIC,
+                    tmp / f"ckpt-delta-{rep}-{attempt}",
+                    "delta",
+                    args.batch,
+                    lambda _b: lambda t: delta_apply(dpath, t),
+                    collapse=True,
+                    client=args.client,
+                )
+
+            return retried("delta", once, lambda: restore(delta_copy, dpath))  # fmt: skip
 
         for rep in range(args.repeat):
             restore(acid_copy, acid.root)
