@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -246,6 +247,12 @@ def test_two_ingest_servers_and_a_compactor_keep_every_acknowledged_record_once(
             with contextlib.suppress(Exception):
                 p.stop()  # SIGTERM: a server drains (commits and answers) before exiting
 
+    # The compaction is host C's: the servers run no compactor, and C's process said so.
+    compactor_log = procs[2].log_path.read_text(errors="replace")
+    assert re.search(r"compaction \d+ (major|minor) default\.events: ", compactor_log), (
+        compactor_log[-2000:]
+    )
+    print("compactor on host c:", compactor_log.strip().splitlines()[-3:])
     acked = sorted(i for s in senders for i in s.acked)
     assert len(acked) == len(set(acked))
     # Every sender's batches were acknowledged (writes went on after the first compaction
