@@ -19,8 +19,9 @@ chosen directory include those of its list-bucketing subdirectories, each
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from acidstream.acid.errors import AcidFormatError, NotEnoughHistoryError
 from acidstream.acid.layout import (
@@ -438,6 +439,7 @@ def get_acid_state(
     storage: Storage | None = None,
     ignore_empty_files: bool = True,
     lb_location_dirs: Collection[str] = (),
+    storage_options: Mapping[str, Any] | None = None,
 ) -> AcidState:
     """Hive's ``getAcidState`` for one partition (or unpartitioned table) directory.
 
@@ -447,7 +449,8 @@ def get_acid_state(
             accepted too); ``None`` means every write id is valid, as in Hive.
         txns: the ``ValidTxnList``. Mandatory, as in Hive (``isDirUsable`` throws
             without one): ``None`` raises ``AcidFormatError``.
-        storage: the filesystem; derived from ``path`` when omitted.
+        storage: the filesystem; derived from ``path`` (with ``storage_options``: the
+            filesystem's endpoint, credentials...) when omitted.
         ignore_empty_files: skip 0-byte original files, as Hive's readers do.
         lb_location_dirs: list-bucketing directories of a location map (relative to a
             delta/base) whose names are neither ``k=v`` nor the default directory's
@@ -459,7 +462,7 @@ def get_acid_state(
         FileNotFoundError: ``path`` does not exist.
     """
     if storage is None:
-        storage, path = Storage.for_path(path)
+        storage, path = Storage.for_path(path, storage_options=storage_options)
     if txns is None:
         raise AcidFormatError(f"No ValidTxnList for {path}")
     wids = write_ids if write_ids is not None else ValidWriteIdList()

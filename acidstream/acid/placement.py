@@ -158,11 +158,20 @@ class Placement:
     storage of ``table.location`` to use instead of opening one.
     """
 
-    def __init__(self, table: TableLayout, *, storage: Storage | None = None) -> None:
+    def __init__(
+        self,
+        table: TableLayout,
+        *,
+        storage: Storage | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.table = table
         self.schema = table.schema
         if storage is None:
-            self.storage, self.root = Storage.for_path(table.location)
+            # storage_options: the filesystem's (endpoint, credentials) of a remote location.
+            self.storage, self.root = Storage.for_path(
+                table.location, storage_options=storage_options
+            )
         else:
             self.storage, self.root = storage, table.location
         names = list(self.schema.names)

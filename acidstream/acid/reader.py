@@ -32,6 +32,7 @@ import functools
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -360,6 +361,7 @@ def scan(
     delete_event_cap: int = DEFAULT_DELETE_EVENT_CAP,
     schema: TableSchema | None = None,
     storage: Storage | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     timestamp_unit: TimestampUnit = DEFAULT_TIMESTAMP_UNIT,
     skews: Mapping[PartitionValues, SkewedInfo] | None = None,
     partition_keys: Sequence[str] = (),
@@ -375,7 +377,7 @@ def scan(
     bucketing key, ``acidstream.mutation``) reads those alone."""
     check_timestamp_unit(timestamp_unit)
     if storage is None:
-        storage, spath = Storage.for_path(path)
+        storage, spath = Storage.for_path(path, storage_options=storage_options)
     else:
         spath = os.fspath(path)
     if not storage.exists(spath):
@@ -479,6 +481,7 @@ def iter_batches(
     delete_event_cap: int = DEFAULT_DELETE_EVENT_CAP,
     schema: TableSchema | None = None,
     storage: Storage | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     timestamp_unit: TimestampUnit = DEFAULT_TIMESTAMP_UNIT,
     skews: Mapping[PartitionValues, SkewedInfo] | None = None,
     partition_keys: Sequence[str] = (),
@@ -500,6 +503,7 @@ def iter_batches(
         delete_event_cap=delete_event_cap,
         schema=schema,
         storage=storage,
+        storage_options=storage_options,
         timestamp_unit=timestamp_unit,
         skews=skews,
         partition_keys=partition_keys,
@@ -517,6 +521,7 @@ def read_path(
     delete_event_cap: int = DEFAULT_DELETE_EVENT_CAP,
     schema: TableSchema | None = None,
     storage: Storage | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     timestamp_unit: TimestampUnit = DEFAULT_TIMESTAMP_UNIT,
     skews: Mapping[PartitionValues, SkewedInfo] | None = None,
     partition_keys: Sequence[str] = (),
@@ -540,6 +545,8 @@ def read_path(
         schema: the table schema; when given, file columns are matched to it by
             position (``orc.force.positional.evolution``) and cast to its types.
         storage: the filesystem; derived from ``path`` when omitted.
+        storage_options: the filesystem's options (endpoint, credentials) when ``storage``
+            is derived from ``path``.
         timestamp_unit: the Arrow unit of ``timestamp`` columns: ``"us"`` (default)
             holds Hive's whole range 0001..9999, sub-microsecond digits dropped;
             ``"ns"`` is exact but raises ``AcidFormatError`` for a value outside
@@ -570,6 +577,7 @@ def read_path(
         delete_event_cap=delete_event_cap,
         schema=schema,
         storage=storage,
+        storage_options=storage_options,
         timestamp_unit=timestamp_unit,
         skews=skews,
         partition_keys=partition_keys,

@@ -8,7 +8,7 @@ the names most callers import from here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -34,10 +34,14 @@ def _engine_for(rows: object) -> Engine:
     return "arrow" if isinstance(rows, pa.Table) else "pyorc"
 
 
-def _storage_and_dir(table_dir: str, storage: Storage | None) -> tuple[Storage, str]:
+def _storage_and_dir(
+    table_dir: str, storage: Storage | None, storage_options: Mapping[str, Any] | None
+) -> tuple[Storage, str]:
+    """The given storage, or ``table_dir``'s opened with ``storage_options`` (endpoint,
+    credentials of a remote filesystem)."""
     if storage is not None:
         return storage, table_dir
-    return Storage.for_path(table_dir)
+    return Storage.for_path(table_dir, storage_options=storage_options)
 
 
 def _write_inserts(
@@ -78,10 +82,11 @@ def write_delta(
     bucket_id: int = 0,
     statement_id: int = 0,
     storage: Storage | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     options: OrcWriterOptions | None = None,
 ) -> str:
     """Write one insert delta ``delta_w_w[_stmt]/bucket_N`` for one write id; returns its path."""
-    st, root = _storage_and_dir(table_dir, storage)
+    st, root = _storage_and_dir(table_dir, storage, storage_options)
     d = layout.delta_dir_name(write_id, write_id, statement_id=statement_id)
     path = st.join(root, d, layout.bucket_file_name(bucket_id))
     return _write_inserts(
@@ -98,12 +103,13 @@ def write_delete_delta(
     *,
     statement_id: int = 0,
     storage: Storage | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     options: OrcWriterOptions | None = None,
 ) -> list[str]:
     """Write split-update delete events ``(originalTransaction, bucket, rowId)`` made by
     ``write_id`` into ``delete_delta_w_w[_stmt]/bucket_N``, one file per writer id of the
     deleted rows, each sorted by ROW__ID. Returns the paths written."""
-    st, root = _storage_and_dir(table_dir, storage)
+    st, root = _storage_and_dir(table_dir, storage, storage_options)
     by_writer: dict[int, list[tuple[int, int, int]]] = {}
     for k in keys:
         by_writer.setdefault(bucket_codec.decode_writer_id(k[1]), []).append(
@@ -137,11 +143,12 @@ def write_base(
     bucket_id: int = 0,
     visibility_txn_id: int = 0,
     storage: Storage | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     options: OrcWriterOptions | None = None,
 ) -> str:
     """Write ``base_w[_vT]/bucket_N`` holding ``rows`` as inserts of ``write_id``
     (an INSERT OVERWRITE base); returns its path."""
-    st, root = _storage_and_dir(table_dir, storage)
+    st, root = _storage_and_dir(table_dir, storage, storage_options)
     d = layout.base_dir_name(write_id, visibility_txn_id=visibility_txn_id)
     path = st.join(root, d, layout.bucket_file_name(bucket_id))
     return _write_inserts(
