@@ -371,7 +371,7 @@ CONNECT_BACK = "Python worker failed to connect back"
 
 
 def retried(
-    what: str, fn: Callable[[int], Run], reset: Callable[[], None], attempts: int = 3
+    what: str, fn: Callable[[int], Run], reset: Callable[[], None], attempts: int = 8
 ) -> Run:
     """``fn(attempt)``, again from scratch (``reset()``, then a fresh checkpoint named by the
     attempt) when Spark could not start a Python worker in time: on a loaded machine a

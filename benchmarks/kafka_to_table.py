@@ -76,7 +76,7 @@ T = TypeVar("T")
 CONNECT_BACK = "Python worker failed to connect back"
 
 
-def retried(what: str, fn: Callable[[int], T], attempts: int = 3) -> T:
+def retried(what: str, fn: Callable[[int], T], attempts: int = 8) -> T:
     """``fn(attempt)``, again from scratch (the attempt number names fresh checkpoints and
     tables) when Spark could not start a Python worker in time: on a loaded machine a
     query's planner or source runner worker sometimes fails to connect back within
