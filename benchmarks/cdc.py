@@ -368,6 +368,9 @@ def foreach_batch_run(
 
 
 CONNECT_BACK = "Python worker failed to connect back"
+# What a Spark query dies of when its Python workers cannot start or connect in time (a
+# fixed 10 s in PythonWorkerFactory; at load average 27 importing pyspark took 7.6 s).
+SPARK_OVERLOAD = (CONNECT_BACK, "CANNOT_OPEN_SOCKET")
 
 
 def retried(
@@ -381,9 +384,9 @@ def retried(
         try:
             return fn(attempt)
         except Exception as e:
-            if CONNECT_BACK not in str(e) or attempt == attempts - 1:
+            if not any(m in str(e) for m in SPARK_OVERLOAD) or attempt == attempts - 1:
                 raise
-            log(f"  {what}: attempt {attempt + 1}: {CONNECT_BACK}; again from the built table")
+            log(f"  {what}: attempt {attempt + 1}: {str(e)[:160]}; again from the built table")
             reset()
     raise AssertionError("unreachable")
 

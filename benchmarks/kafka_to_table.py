@@ -74,6 +74,9 @@ def floor_run(
 
 T = TypeVar("T")
 CONNECT_BACK = "Python worker failed to connect back"
+# What a Spark query dies of when its Python workers cannot start or connect in time (a
+# fixed 10 s in PythonWorkerFactory; at load average 27 importing pyspark took 7.6 s).
+SPARK_OVERLOAD = (CONNECT_BACK, "CANNOT_OPEN_SOCKET")
 
 
 def retried(what: str, fn: Callable[[int], T], attempts: int = 8) -> T:
@@ -85,9 +88,9 @@ def retried(what: str, fn: Callable[[int], T], attempts: int = 8) -> T:
         try:
             return fn(attempt)
         except Exception as e:
-            if CONNECT_BACK not in str(e) or attempt == attempts - 1:
+            if not any(m in str(e) for m in SPARK_OVERLOAD) or attempt == attempts - 1:
                 raise
-            print(f"[{what}] attempt {attempt + 1}: {CONNECT_BACK}; again", flush=True)
+            print(f"[{what}] attempt {attempt + 1}: {str(e)[:160]}; again", flush=True)
     raise AssertionError("unreachable")
 
 
