@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from acidstream.acid.errors import AcidFormatError, ConfigError, TableNotFoundError
 from acidstream.acid.layout import ParsedDelta, parse_dir_name
-from acidstream.cli.main import add_storage_option
+from acidstream.cli.main import add_storage_option, storage_options_of
 from acidstream.cli.output import print_table
 
 if TYPE_CHECKING:  # pyarrow is imported when a command runs, not when the CLI starts
@@ -142,7 +142,7 @@ def _resolve_table_arg(
         txns=getattr(args, "txns", None),
         namespace=getattr(args, "namespace", None),
         lease=lease,
-        storage_options=getattr(args, "storage_options", None),
+        storage_options=storage_options_of(args) if args is not None else None,
     )
     if args is not None:
         if target.write_ids is not None and getattr(args, "write_ids", None) is None:
@@ -176,7 +176,7 @@ def _storage(path: str, args: argparse.Namespace) -> tuple[Storage, str]:
     """``Storage.for_path`` with the command's ``--storage-option``s."""
     from acidstream.acid.storage import Storage
 
-    return Storage.for_path(path, storage_options=getattr(args, "storage_options", None))
+    return Storage.for_path(path, storage_options=storage_options_of(args))
 
 
 def _location_exists(target: _Target, args: argparse.Namespace) -> bool:
@@ -221,7 +221,7 @@ def _cmd_read(args: argparse.Namespace) -> int:
             columns=columns,
             include_row_id=args.row_id,
             schema=target.schema,
-            storage_options=args.storage_options,
+            storage_options=storage_options_of(args),
         )
         schema, batches = s.schema, s.batches
         out = sys.stdout

@@ -31,7 +31,7 @@ from acidstream.acid.errors import (
     StorageError,
 )
 from acidstream.acid.layout import parse_dir_name
-from acidstream.cli.main import EXIT_STORAGE, describe, exit_code
+from acidstream.cli.main import EXIT_STORAGE, describe, exit_code, storage_options_of
 from acidstream.cli.output import print_table
 from acidstream.cli.txn_cmds import _open
 from acidstream.compaction.config import CompactorConfig
@@ -386,7 +386,7 @@ def _compactor(args: argparse.Namespace) -> int:
     store_config = StoreConfig.resolve(
         metastore=args.metastore,
         warehouse=args.warehouse,
-        storage_options=args.storage_options,
+        storage_options=storage_options_of(args),
     )
     # The compactor works on tables that exist: a mistyped --metastore is "no metastore at
     # URL", not a new empty store compacted for ever.

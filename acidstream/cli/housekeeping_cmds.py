@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from acidstream.cli.main import storage_options_of
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.housekeeper import Housekeeper
 from acidstream.txn.housekeeping_sql import DEFAULT_HISTORY_RETENTION_S
@@ -22,7 +23,7 @@ def _housekeeping(args: argparse.Namespace) -> int:
     config = StoreConfig.resolve(
         metastore=args.metastore,
         warehouse=args.warehouse,
-        storage_options=args.storage_options,
+        storage_options=storage_options_of(args),
     )
     # Listing first, read-only: a missing metastore is reported, not created.
     config.open(read_only=True).close()

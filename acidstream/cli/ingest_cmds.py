@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO, overload
 
+from acidstream.cli.main import storage_options_of
+
 if TYPE_CHECKING:
     from acidstream.ingest.line_blocks import Block
     from acidstream.ingest.parse_ahead import AheadParser
@@ -340,7 +342,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     store = StoreConfig.resolve(
         metastore=args.metastore,
         warehouse=args.warehouse,
-        storage_options=args.storage_options,
+        storage_options=storage_options_of(args),
     ).open()
     try:
         with StreamingConnection(

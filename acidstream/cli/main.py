@@ -96,7 +96,11 @@ def add_storage_option(parser: argparse.ArgumentParser) -> None:
 
 
 def storage_options_of(args: argparse.Namespace) -> StorageOptions:
-    """The ``--storage-option`` flags of a parsed command line (none: empty)."""
+    """The ``--storage-option`` flags of a parsed command line (none, or a parser built
+    without the flag: empty), parsed once by :func:`main`."""
+    given = getattr(args, "storage_options", None)
+    if isinstance(given, StorageOptions):
+        return given
     return StorageOptions.from_pairs(getattr(args, "storage_option", None) or [])
 
 

@@ -12,6 +12,7 @@ import argparse
 import json
 
 from acidstream.acid.errors import ConfigError
+from acidstream.cli.main import storage_options_of
 from acidstream.cli.output import print_table
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.links_sql import LinkDef
@@ -25,7 +26,7 @@ def _open(args: argparse.Namespace, *, read_only: bool = False) -> TxnStore:
     cfg = StoreConfig.resolve(
         metastore=args.metastore,
         warehouse=args.warehouse,
-        storage_options=args.storage_options,
+        storage_options=storage_options_of(args),
     )
     return cfg.open(read_only=read_only)
 

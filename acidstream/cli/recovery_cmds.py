@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from acidstream.cli.main import storage_options_of
 from acidstream.cli.output import print_table
 
 __all__ = ["register"]
@@ -109,7 +110,7 @@ def _resolve(args: argparse.Namespace, *, write: bool) -> _Target:
     cfg = StoreConfig.resolve(
         metastore=args.metastore,
         warehouse=args.warehouse,
-        storage_options=args.storage_options,
+        storage_options=storage_options_of(args),
     )
     target: str = args.target
     namespace: str | None = args.namespace
@@ -175,7 +176,7 @@ def _cmd_fsck(args: argparse.Namespace) -> int:
     t = _resolve(args, write=False)
     if t.store is None:
         assert t.path is not None
-        report = fsck_path(t.path, deep=not args.quick, storage_options=args.storage_options)
+        report = fsck_path(t.path, deep=not args.quick, storage_options=storage_options_of(args))
     else:
         try:
             report = fsck_table(

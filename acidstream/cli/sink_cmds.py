@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Any
 
+from acidstream.cli.main import storage_options_of
+
 __all__ = ["register"]
 
 
@@ -72,7 +74,7 @@ def _cmd_run_kafka(args: argparse.Namespace) -> int:
         "metastore": args.metastore, "warehouse": args.warehouse,
         "trigger.available_now": False if args.continuous else None,
         "job.metrics_port": args.metrics_port,
-        "storage_options": args.storage_options,  # over the file's storage_options
+        "storage_options": storage_options_of(args),  # over the file's storage_options
     }  # fmt: skip
     config = KafkaJobConfig.load(args.config, overrides=overrides)
     return run(

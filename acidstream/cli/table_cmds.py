@@ -23,6 +23,7 @@ from acidstream.acid.list_bucketing import (
     parse_skewed_location,
     parse_skewed_values,
 )
+from acidstream.cli.main import storage_options_of
 from acidstream.cli.namespace_cmds import link_partitions
 from acidstream.txn.config import StoreConfig
 from acidstream.txn.namespaces import refuse_link, resolve_read, resolve_write
@@ -107,7 +108,7 @@ def _store(args: argparse.Namespace, *, read_only: bool) -> TxnStore:
     config = StoreConfig.resolve(
         metastore=args.metastore,
         warehouse=args.warehouse,
-        storage_options=args.storage_options,
+        storage_options=storage_options_of(args),
     )
     if not read_only:
         # A writing command on an existing store only: a mistyped --metastore reports

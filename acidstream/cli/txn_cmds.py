@@ -20,6 +20,7 @@ import datetime as dt
 
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.schema import TableSchema
+from acidstream.cli.main import storage_options_of
 from acidstream.cli.output import print_table
 from acidstream.cli.table_cmds import (
     add_namespace_option,
@@ -52,7 +53,7 @@ def _open(args: argparse.Namespace, *, read_only: bool = False, existing: bool =
     config = StoreConfig.resolve(
         metastore=args.metastore,
         warehouse=args.warehouse,
-        storage_options=args.storage_options,
+        storage_options=storage_options_of(args),
     )
     if existing and not read_only:
         config.open(read_only=True).close()
