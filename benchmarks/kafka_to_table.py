@@ -102,7 +102,7 @@ class _FastProducer:
     def __init__(self, bootstrap: str) -> None:
         from confluent_kafka import Producer
 
-        self._p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
+        self._p: Any = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
 
     def send(self, topic: str, value: bytes) -> None:
         while True:
@@ -119,6 +119,7 @@ class _FastProducer:
 
     def close(self) -> None:
         self.flush()
+        self._p = None  # destroyed now, not at exit after the broker has stopped
 
 
 def job_config(
