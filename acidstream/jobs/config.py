@@ -110,7 +110,9 @@ class KafkaJobConfig:
     recover_offsets_from_table: bool = True
     compaction: str = "auto"  # "auto": the driver runs the compactor; "off": another process does
     housekeeping_interval_s: float = 60.0  # the driver's housekeeper thread
-    spark_master: str = "local[2]"
+    # None: spark-submit's --master when the job runs under it, else local[2]
+    # (kafka_job.spark_session); a YAML ``spark: master:`` wins over both.
+    spark_master: str | None = None
     spark_conf: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -168,7 +170,7 @@ class KafkaJobConfig:
             warehouse=warehouse,
             storage_options=storage_options,
             checkpoint=checkpoint,
-            spark_master=spark.get("master", "local[2]"),
+            spark_master=spark.get("master"),
             spark_conf=conf,
             **top,
         )
@@ -203,7 +205,7 @@ TOP_FIELDS = fields_of(
         "storage_options",
     ),
 )
-SPARK_FIELDS = {"master": Field(name="master", kind="str", default="local[2]")}
+SPARK_FIELDS = {"master": Field(name="master", kind="str", default=None)}
 _SECTIONS = ("kafka", "table", "sink", "trigger", "job", "spark")
 _ENV_VARS = {
     ("metastore",): "ACIDSTREAM_METASTORE",

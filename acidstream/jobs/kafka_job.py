@@ -62,15 +62,30 @@ class JobResult:
     started_from: str
 
 
+DEFAULT_SPARK_MASTER = "local[2]"
+"""The master of a job run without spark-submit and without ``spark: master:``."""
+
+
 def spark_session(config: KafkaJobConfig) -> Any:
-    """A SparkSession for the job (driver). Python workers use this interpreter."""
+    """A SparkSession for the job (driver). Python workers use this interpreter.
+
+    The master is the YAML's ``spark: master:`` when given; otherwise the one spark-submit
+    set (``--master``), and ``local[2]`` when the job runs without spark-submit."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    b = SparkSession.builder
+    master = config.spark_master
+    # spark-submit starts the driver's JVM itself and hands this process its gateway port;
+    # its --master (a default of its own included) is then already set, and a builder's
+    # .master() would replace it: only a run outside spark-submit gets the local default.
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = DEFAULT_SPARK_MASTER
+    if master is not None:
+        b = b.master(master)
     b = (
-        SparkSession.builder.master(config.spark_master)
-        .appName(f"acidstream-{config.sink.sink_id}")
+        b.appName(f"acidstream-{config.sink.sink_id}")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.speculation", "false")
