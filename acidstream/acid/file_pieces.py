@@ -45,6 +45,7 @@ class StitchedPieces:
     schema: TableSchema
     options: OrcWriterOptions
     bucket_property: int
+    sync: bool
     _raw: IO[bytes]
     _capture: TailCapture
     _bloom: dict[str, Any]
@@ -231,6 +232,9 @@ class StitchedPieces:
         else:
             self._raw.write(data[0 if first else header : len(data) - tail.tail_length])
             body = len(data) - header - tail.tail_length
-        # The commit's fdatasync comes soon: let the disk start on the stripes now.
-        self.storage.start_writeback(self._raw)
+        if self.sync:
+            # The commit's fdatasync comes soon: let the disk start on the stripes now.
+            # (Not in durability flush: no sync follows, and starting the write-back can
+            # itself wait when the device's queue is full.)
+            self.storage.start_writeback(self._raw)
         self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)
