@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from acidstream.acid.errors import ConfigError
 from acidstream.txn.catalog import absolute_location
+from acidstream.txn.db import redact_url
 from acidstream.txn.storage_options import StorageOptions
 
 if TYPE_CHECKING:
@@ -64,10 +65,18 @@ class StoreConfig:
         if not self.metastore_url.startswith(_SCHEMES):
             raise ConfigError(
                 f"{ENV_METASTORE}/--metastore must start with sqlite:/// or postgresql://, "
-                f"got {self.metastore_url!r}"
+                f"got {redact_url(self.metastore_url)!r}"
             )
         if not self.warehouse:
             raise ConfigError(f"{ENV_WAREHOUSE}/--warehouse must not be empty")
+
+    def __repr__(self) -> str:
+        # Printed in logs and errors: neither the metastore's password nor a storage
+        # secret may show (the options mask themselves).
+        return (
+            f"StoreConfig(metastore_url={redact_url(self.metastore_url)!r}, "
+            f"warehouse={self.warehouse!r}, storage_options={self.storage_options!r})"
+        )
         if self.metastore_url.startswith("sqlite:///") and is_remote(self.metastore_url[10:]):
             raise ConfigError(
                 f"a SQLite metastore must be a local file, not {self.metastore_url[10:]!r}: "

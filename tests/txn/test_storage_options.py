@@ -175,3 +175,12 @@ def test_a_remote_warehouse_needs_a_metastore_named() -> None:
     assert local.metastore_url == "sqlite:////tmp/w/metastore.db"
     ok = StoreConfig.resolve(warehouse="s3://b/w", metastore="postgresql://h/db", env={})
     assert ok.warehouse == "s3://b/w" and not ok.storage_options
+
+
+def test_store_config_repr_hides_the_metastore_password() -> None:
+    cfg = StoreConfig.resolve(metastore="postgresql://u:hunter2@db:5432/ms", warehouse="/tmp/wh")
+    text = repr(cfg)
+    assert "hunter2" not in text and "postgresql://u:***@db:5432/ms" in text
+    with pytest.raises(ConfigError) as err:
+        StoreConfig(metastore_url="mysql://u:hunter2@db/ms", warehouse="/tmp/wh")
+    assert "hunter2" not in str(err.value)
