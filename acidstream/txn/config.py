@@ -69,6 +69,13 @@ class StoreConfig:
             )
         if not self.warehouse:
             raise ConfigError(f"{ENV_WAREHOUSE}/--warehouse must not be empty")
+        if self.metastore_url.startswith("sqlite:///") and is_remote(self.metastore_url[10:]):
+            raise ConfigError(
+                f"a SQLite metastore must be a local file, not {self.metastore_url[10:]!r}: "
+                "give --metastore (or ACIDSTREAM_METASTORE) a local sqlite:/// path or "
+                "postgresql://"
+            )
+        object.__setattr__(self, "storage_options", StorageOptions.of(self.storage_options))
 
     def __repr__(self) -> str:
         # Printed in logs and errors: neither the metastore's password nor a storage
@@ -77,13 +84,6 @@ class StoreConfig:
             f"StoreConfig(metastore_url={redact_url(self.metastore_url)!r}, "
             f"warehouse={self.warehouse!r}, storage_options={self.storage_options!r})"
         )
-        if self.metastore_url.startswith("sqlite:///") and is_remote(self.metastore_url[10:]):
-            raise ConfigError(
-                f"a SQLite metastore must be a local file, not {self.metastore_url[10:]!r}: "
-                "give --metastore (or ACIDSTREAM_METASTORE) a local sqlite:/// path or "
-                "postgresql://"
-            )
-        object.__setattr__(self, "storage_options", StorageOptions.of(self.storage_options))
 
     @classmethod
     def resolve(
