@@ -748,7 +748,9 @@ class AcidFileWriter(StitchedPieces):
         self._closed = True
         self._drop_encoder()
         self._marker.close()
-        self._raw.close()
+        # discard, not close: on an object store closing would publish the partial object
+        # (its upload is aborted instead); elsewhere it is a close.
+        self.storage.discard(self._raw)
         self.storage.delete(self.path)
 
     def abandon(self) -> None:
@@ -767,10 +769,9 @@ class AcidFileWriter(StitchedPieces):
         self._marker.close()
         for f in (self._raw, self._side):
             if f is not None:
-                try:
-                    f.close()
-                except OSError as e:  # the disk that failed may fail the close too
-                    log.warning("closing %s after a failure: %s", self.path, e)
+                # A close that fails too (the disk that failed) is logged by discard; on an
+                # object store the upload is aborted rather than published half-written.
+                self.storage.discard(f)
         side = layout.side_file_name(self.path)
         try:
             if self._last_flush > 0:
