@@ -61,9 +61,7 @@ def first_file_under(
                 if not e.is_dir:
                     return e.path
                 pending.append(e.path)
-    except ConfigError:
-        raise
-    except (ImportError, OSError, ValueError) as e:
+    except (ImportError, OSError, ValueError) as e:  # ConfigError too: an unknown protocol
         raise ConfigError(
             f"cannot look for data under {location} ({e}); set-location re-points only a "
             "table whose current and new locations it can check"

@@ -230,7 +230,7 @@ def _streaming_file(path: Path, codec: str, blocks: list[list[int]]) -> bytes:
 def test_streaming_files_are_the_unspliced_writers(
     codec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import acidstream.acid.file_writer as file_writer
+    import acidstream.acid.file_pieces as file_pieces
 
     calls: list[int] = []
 
@@ -238,7 +238,7 @@ def test_streaming_files_are_the_unspliced_writers(
         calls.append(1)
         return splice_insert_events(*args)
 
-    monkeypatch.setattr(file_writer, "splice_insert_events", counted)
+    monkeypatch.setattr(file_pieces, "splice_insert_events", counted)
     blocks = [[10_000], [3, 5000, 5000], [1], [20_001]]
     spliced = _streaming_file(tmp_path / "a", codec, blocks)
     assert len(calls) == len(blocks)  # one piece per txn, each spliced
