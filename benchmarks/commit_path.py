@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +30,12 @@ from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictDelimitedInputWriter
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.store import open_store
+
+# The deltalake peer is streaming.py's (one copy of the peer for both benchmarks).
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+from streaming import delta_run  # noqa: E402
 
 
 def _table(n: int, seed: int) -> pa.Table:
@@ -70,16 +77,6 @@ def acid_run(root: Path, tables: list[pa.Table], *, batch: int, mode: str, rows:
     secs = time.perf_counter() - t0
     store.close()
     return secs
-
-
-def delta_run(root: Path, tables: list[pa.Table]) -> float:
-    from deltalake import write_deltalake
-
-    path = str(root / "delta")
-    t0 = time.perf_counter()
-    for t in tables:
-        write_deltalake(path, t, mode="append")
-    return time.perf_counter() - t0
 
 
 def main() -> int:
