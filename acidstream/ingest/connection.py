@@ -320,6 +320,7 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             on_call=self._count_call,
             heartbeater=self._heartbeater,
             durability=self.durability,
+            lock_first=True,  # begin_transaction begins its first txn at once
         )
 
     def begin_transaction(self) -> int:

@@ -110,6 +110,9 @@ class TransactionBatch:
             before the commit returns) or ``flush`` (handed to the database's OS: SQLite
             ``synchronous=NORMAL``, PostgreSQL ``synchronous_commit=off``); the writer
             makes its files durable the same way (``acidstream.acid.durability``).
+        lock_first: request the first txn's lock while opening the batch, without
+            waiting (a writer that begins it at once: one round trip fewer); if it cannot
+            be had at once, ``begin_next`` takes it as usual.
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class TransactionBatch:
         on_call: Callable[[], None] | None = None,
         heartbeater: Heartbeater | None = None,
         durability: Durability = "fsync",
+        lock_first: bool = False,
     ) -> None:
         if not 1 <= size <= MAX_TXNS_PER_BATCH:
             raise ConfigError(f"a transaction batch holds 1..{MAX_TXNS_PER_BATCH} txns, not {size}")
@@ -158,15 +162,21 @@ class TransactionBatch:
         self._state: TxnState | None = None
         self._own_heartbeater: Heartbeater | None = None
         self._heartbeater: Heartbeater | None = None
-        txns = store.open_txns(size, user=user, host=host, agent_info=agent_info)
+        # The txns, their write ids and (lock_first) the first txn's lock in one
+        # metastore round trip: a small txn's commit pays for every statement of it.
+        opened = store.open_batch(
+            size, table.db, table.table, user=user, host=host, agent_info=agent_info,
+            first_lock=self._lock_request(0) if lock_first else None,
+        )  # fmt: skip
         self._call()
-        self.txn_ids: tuple[int, ...] = tuple(txns)
+        txns = list(opened.txn_ids)
+        self.txn_ids: tuple[int, ...] = opened.txn_ids
+        if opened.lock is not None and opened.lock.state is LockState.ACQUIRED:
+            self._locked.add(txns[0])
         try:
             if len(txns) != size:
                 raise TransactionError(f"asked for {size} txns, the metastore opened {len(txns)}")
-            by_txn = store.allocate_write_ids(txns, table.db, table.table)
-            self._call()
-            self.write_ids: tuple[int, ...] = tuple(by_txn[t] for t in txns)
+            self.write_ids: tuple[int, ...] = opened.write_ids
             first = self.write_ids[0]
             if self.write_ids != tuple(range(first, first + size)):
                 # One allocation call hands out consecutive ids; delta names rely on it.

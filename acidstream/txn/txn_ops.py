@@ -43,6 +43,7 @@ __all__ = [
     "MAX_OPEN_BATCH",
     "TXN_KEY_START",
     "HeartbeatResult",
+    "OpenedBatch",
     "TxnInfo",
     "TxnOps",
 ]
@@ -89,6 +90,22 @@ class TxnInfo:
     host: str
     agent_info: str
     abort_reason: str | None
+
+
+@dataclass(frozen=True)
+class OpenedBatch:
+    """What :meth:`TxnOps.open_batch` opened.
+
+    Attributes:
+        txn_ids: The txns, consecutive and ascending.
+        write_ids: Their write ids of the table, in the same order (consecutive).
+        lock: The first txn's lock, ACQUIRED or NOT_ACQUIRED (nothing of it left);
+            ``None`` when none was asked for.
+    """
+
+    txn_ids: tuple[int, ...]
+    write_ids: tuple[int, ...]
+    lock: LockResponse | None
 
 
 def _check_commit_key(
@@ -139,6 +156,57 @@ def _lock_next(tx: Tx, req: LockRequest | None, now: int) -> LockResponse | None
     return resp
 
 
+def _open(
+    tx: Tx, n: int, now: int, user: str, host: str, agent_info: str, txn_type: int
+) -> list[int]:
+    """Open ``n`` txns (Hive's ``openTxns``): their consecutive ids, ascending."""
+    row = tx.one("UPDATE NEXT_TXN_ID SET NTXN_NEXT = NTXN_NEXT + ? RETURNING NTXN_NEXT", n)
+    assert row is not None, "NEXT_TXN_ID is seeded by the schema"
+    first = int(row[0]) - n
+    ids = list(range(first, first + n))
+    sql = (
+        "INSERT INTO TXNS (TXN_ID, TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, "
+        "TXN_HOST, TXN_AGENT_INFO, TXN_TYPE) VALUES (?, 'o', ?, ?, ?, ?, ?, ?)"
+    )
+    if n == 1:
+        tx.x(sql, first, now, now, user, host, agent_info, txn_type)
+    else:
+        tx.xmany(sql, [(t, now, now, user, host, agent_info, txn_type) for t in ids])
+    return ids
+
+
+def _new_write_ids(tx: Tx, new: Sequence[int], db: str, table: str) -> dict[int, int]:
+    """Give open txns that have none a write id of ``db.table`` (normalised names), the
+    next ones of the table in txn order."""
+    bump = (
+        "UPDATE NEXT_WRITE_ID SET NWI_NEXT = NWI_NEXT + ? "
+        "WHERE NWI_DATABASE = ? AND NWI_TABLE = ? RETURNING NWI_NEXT"
+    )
+    row = tx.one(bump, len(new), db, table)
+    if row is None:
+        # First write to this table: the first write id is 1. ON CONFLICT covers a
+        # concurrent first allocation (PostgreSQL; SQLite writers are serialised).
+        tx.x(
+            "INSERT INTO NEXT_WRITE_ID (NWI_DATABASE, NWI_TABLE, NWI_NEXT) "
+            "VALUES (?, ?, 1) ON CONFLICT (NWI_DATABASE, NWI_TABLE) DO NOTHING",
+            db,
+            table,
+        )
+        row = tx.one(bump, len(new), db, table)
+    assert row is not None
+    first = int(row[0]) - len(new)
+    fresh = {t: first + i for i, t in enumerate(new)}
+    sql = (
+        "INSERT INTO TXN_TO_WRITE_ID (T2W_TXNID, T2W_DATABASE, T2W_TABLE, T2W_WRITEID) "
+        "VALUES (?, ?, ?, ?)"
+    )
+    if len(new) == 1:
+        tx.x(sql, new[0], db, table, first)
+    else:
+        tx.xmany(sql, [(t, db, table, w) for t, w in fresh.items()])
+    return fresh
+
+
 class TxnOps(StoreOps):
     """Transactions and write ids: the ``TxnHandler`` half of :class:`~acidstream.txn.store.TxnStore`."""
 
@@ -156,20 +224,7 @@ class TxnOps(StoreOps):
         n = min(n, MAX_OPEN_BATCH)
 
         def body(tx: Tx) -> list[int]:
-            now = self._now_ms()
-            row = tx.one("UPDATE NEXT_TXN_ID SET NTXN_NEXT = NTXN_NEXT + ? RETURNING NTXN_NEXT", n)
-            assert row is not None, "NEXT_TXN_ID is seeded by the schema"
-            first = int(row[0]) - n
-            ids = list(range(first, first + n))
-            sql = (
-                "INSERT INTO TXNS (TXN_ID, TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, "
-                "TXN_HOST, TXN_AGENT_INFO, TXN_TYPE) VALUES (?, 'o', ?, ?, ?, ?, ?, ?)"
-            )
-            if n == 1:
-                tx.x(sql, first, now, now, user, host, agent_info, txn_type)
-            else:
-                tx.xmany(sql, [(t, now, now, user, host, agent_info, txn_type) for t in ids])
-            return ids
+            return _open(tx, n, self._now_ms(), user, host, agent_info, txn_type)
 
         return self._db.run("open_txns", body)
 
@@ -246,36 +301,46 @@ class TxnOps(StoreOps):
             check_open(found, ids, for_write=True)
             new = [t for t in ids if t not in have]
             if new:
-                bump = (
-                    "UPDATE NEXT_WRITE_ID SET NWI_NEXT = NWI_NEXT + ? "
-                    "WHERE NWI_DATABASE = ? AND NWI_TABLE = ? RETURNING NWI_NEXT"
-                )
-                row = tx.one(bump, len(new), db, table)
-                if row is None:
-                    # First write to this table: the first write id is 1. ON CONFLICT covers a
-                    # concurrent first allocation (PostgreSQL; SQLite writers are serialised).
-                    tx.x(
-                        "INSERT INTO NEXT_WRITE_ID (NWI_DATABASE, NWI_TABLE, NWI_NEXT) "
-                        "VALUES (?, ?, 1) ON CONFLICT (NWI_DATABASE, NWI_TABLE) DO NOTHING",
-                        db,
-                        table,
-                    )
-                    row = tx.one(bump, len(new), db, table)
-                assert row is not None
-                first = int(row[0]) - len(new)
-                fresh = {t: first + i for i, t in enumerate(new)}
-                sql = (
-                    "INSERT INTO TXN_TO_WRITE_ID (T2W_TXNID, T2W_DATABASE, T2W_TABLE, T2W_WRITEID) "
-                    "VALUES (?, ?, ?, ?)"
-                )
-                if len(new) == 1:
-                    tx.x(sql, new[0], db, table, first)
-                else:
-                    tx.xmany(sql, [(t, db, table, w) for t, w in fresh.items()])
-                have.update(fresh)
+                have.update(_new_write_ids(tx, new, db, table))
             return {t: have[t] for t in ids}
 
         return self._db.run("allocate_write_ids", body)
+
+    def open_batch(
+        self,
+        n: int,
+        db: str,
+        table: str,
+        *,
+        user: str,
+        host: str,
+        agent_info: str = "",
+        first_lock: LockRequest | None = None,
+    ) -> OpenedBatch:
+        """A writer's transaction batch opened in ONE database transaction: Hive's
+        ``openTxns`` of ``n`` txns, ``allocateTableWriteIds`` for ``db.table``, and, with
+        ``first_lock`` (its ``txn_id`` is replaced by the first txn's), that txn's lock
+        requested without waiting (as ``commit_txn``'s ``next_lock``: ACQUIRED, or
+        NOT_ACQUIRED with nothing of it left, and the writer takes it as usual).
+
+        The same rows as the three calls one after the other, in one round trip of the
+        store instead of three: a crash or an error anywhere leaves nothing (no txn to
+        abort), where the separate calls could leave open txns behind.
+        """
+        if not 1 <= n <= MAX_OPEN_BATCH:
+            raise ConfigError(f"open_batch opens 1..{MAX_OPEN_BATCH} txns, not {n}")
+        db, table = norm(db), norm(table)
+
+        def body(tx: Tx) -> OpenedBatch:
+            now = self._now_ms()
+            ids = _open(tx, n, now, user, host, agent_info, 0)
+            # Txns opened by this DB transaction are open and have no write id yet.
+            wids = _new_write_ids(tx, ids, db, table)
+            req = None if first_lock is None else dataclasses.replace(first_lock, txn_id=ids[0])
+            lock = _lock_next(tx, req, now)
+            return OpenedBatch(tuple(ids), tuple(wids[t] for t in ids), lock)
+
+        return self._db.run("open_batch", body)
 
     def write_id_for_txn(self, txn_id: int, db: str, table: str) -> int | None:
         """The write id a txn got for a table, or ``None``."""
@@ -361,10 +426,13 @@ class TxnOps(StoreOps):
 
         def body(tx: Tx) -> CommitConflictError | CommitKeyExistsError | LockResponse | None:
             now = self._now_ms()
+            # The state, the txn's components and how many of them update or delete: an
+            # insert's commit needs no more (its components move in one statement).
             row = tx.one(
                 "SELECT t.TXN_STATE, (SELECT COUNT(*) FROM TXN_COMPONENTS c "
-                "WHERE c.TC_TXNID = t.TXN_ID) FROM TXNS t WHERE t.TXN_ID = ?"
-                + tx.for_update_of("t"),
+                "WHERE c.TC_TXNID = t.TXN_ID), (SELECT COUNT(*) FROM TXN_COMPONENTS c "
+                "WHERE c.TC_TXNID = t.TXN_ID AND c.TC_OPERATION_TYPE IN ('u', 'd')) "
+                "FROM TXNS t WHERE t.TXN_ID = ?" + tx.for_update_of("t"),
                 txn_id,
             )
             if row is None or txn_id <= 0:
@@ -374,7 +442,7 @@ class TxnOps(StoreOps):
             if row[0] == TxnState.ABORTED.value:
                 raise TxnAbortedError(f"Transaction txnid:{txn_id} already aborted")
             comps: list[tuple[str, str | None, str | None, str]] = []
-            if row[1]:
+            if row[2]:
                 comps = tx.q(
                     "SELECT TC_DATABASE, TC_TABLE, TC_PARTITION, TC_OPERATION_TYPE "
                     "FROM TXN_COMPONENTS WHERE TC_TXNID = ?",
@@ -391,7 +459,7 @@ class TxnOps(StoreOps):
                     if key_once and key is not None and db is not None and table is not None:
                         catalog_sql.delete_table_param(tx, db, table, key)
                     return conflict
-            if comps:
+            if row[1]:
                 _complete_components(tx, [txn_id], now, op="commit_txn")
             if key is not None and value is not None and db is not None and table is not None:
                 catalog_sql.set_table_param(tx, db, table, key, value)

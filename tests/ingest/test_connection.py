@@ -584,3 +584,26 @@ def test_a_next_lock_that_would_wait_is_left_to_begin_transaction(
             c.begin_transaction()
         other.abort_txn(x)
     assert snapshot_read(store, t).column("id").to_pylist() == list(range(5))
+
+
+def test_a_batch_of_one_txn_is_two_metastore_round_trips(
+    store: TxnStore, make_table: MakeTable
+) -> None:
+    # Issue 33 item 1: the batch opens its txn, allocates its write id and takes its lock
+    # in one round trip (open_batch), then commits in one: two per txn, not four.
+    t = make_table("t", "id int, msg string")
+    with _conn(store, txns_per_batch=1, heartbeat_interval_s=3600.0) as c:
+        calls = []
+        for k in range(3):
+            calls.append(c.stats().metastore_calls)
+            c.begin_transaction()
+            c.write_many([_json(k)])
+            c.commit_transaction()
+        # (less the heartbeat thread's beats, should one fall in these few milliseconds)
+        hb = c._heartbeater
+        beats = hb.beats if hb is not None else 0
+        assert c.stats().metastore_calls - calls[0] - beats == 6
+        assert c.stats().committed_transactions == 3
+    got = snapshot_read(store, t, columns=["id"]).column("id").to_pylist()
+    assert sorted(got) == [0, 1, 2]
+    assert store.show_locks() == []
