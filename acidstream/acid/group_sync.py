@@ -84,16 +84,20 @@ class DeltaMarker:
     Nothing in the delta commits before that sync, so the marker is durable before any
     commit needs it. A marker found existing (another file of the delta, a dead task's
     attempt) is synced once as well, unless this process already did: its writer may not
-    have synced it yet. Elsewhere than on local files (HDFS, object stores) the marker
-    is written whole at once, durably, as before.
+    have synced it yet. Elsewhere than on local files the marker is written whole, by
+    ``Storage.write_bytes_if_absent_soon``: at once on HDFS; on an object store its PUT
+    runs while the delta's file is encoded and uploaded, and that file's close waits for
+    it (and fails if it failed), so a commit, which comes after the close, never lacks it.
     """
 
     def __init__(self, storage: Storage, path: str, content: bytes) -> None:
         self.path = path
         self._file: IO[bytes] | None = None
+        self._storage = storage
+        self._write: Future[bool] | None = None
         local = storage.local_path(path)
         if local is None:
-            storage.write_bytes_if_absent(path, content)
+            self._write = storage.write_bytes_if_absent_soon(path, content)
             return
         with _markers_lock:
             if path in _durable_markers:
@@ -126,7 +130,12 @@ class DeltaMarker:
                         _durable_markers.popitem(last=False)
 
     def close(self) -> None:
-        """Give up (the writer failed or was aborted): close the file, nothing synced."""
+        """Give up (the writer failed or was aborted): close the file, nothing synced; a
+        marker PUT still under way is no longer waited for by anyone (it may land: a
+        marker alone in a delta is harmless, as one written before a failed write was)."""
         f, self._file = self._file, None
         if f is not None:
             f.close()
+        write, self._write = self._write, None
+        if write is not None:
+            self._storage.forget_write(self.path, write)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
@@ -255,6 +256,28 @@ class Storage:
         except FileExistsError:
             return False
         return True
+
+    def write_bytes_if_absent_soon(self, path: str, data: bytes) -> Future[bool]:
+        """Start :meth:`write_bytes_if_absent` for a caller that needs the file only once
+        a file it creates next in the same directory is closed: closing any file created
+        in that directory waits for the write and raises its failure
+        (:meth:`wait_for_writes`). The future holds the result (``True``: this call wrote
+        it); :meth:`forget_write` drops it if no such file will be closed.
+
+        This generic backend writes at once: the future is already done. Object stores
+        write on a thread, so the small object's round trip overlaps the caller's work
+        and the upload of the directory's file."""
+        out: Future[bool] = Future()
+        out.set_result(self.write_bytes_if_absent(path, data))
+        return out
+
+    def wait_for_writes(self, directory: str) -> None:
+        """Wait for the :meth:`write_bytes_if_absent_soon` writes under way in
+        ``directory``; raises the first one's failure. Nothing to wait for here."""
+
+    def forget_write(self, path: str, write: Future[bool]) -> None:
+        """Stop tracking a :meth:`write_bytes_if_absent_soon` write (its writer gave up:
+        no file of the directory will be closed to report it). Does not wait."""
 
     def durable_flush(self, f: IO[bytes], *, sync: bool = True) -> None:
         """Flush a file being written so its bytes survive a crash: ``sync=True`` makes them

@@ -11,6 +11,11 @@ What an object store gives, and how the ACID format lives with it:
 - An upload that fails is aborted (:meth:`ObjectStorage.discard`, and a file whose write
   or close failed aborts itself): no half object appears and no multipart upload is left
   behind to be billed.
+- A small object a directory's file needs (a delta's ``_orc_acid_version``) can be PUT on
+  a thread (:meth:`ObjectStorage.write_bytes_if_absent_soon`) while the file is encoded
+  and uploaded: closing any file created in that directory waits for it and fails if it
+  failed, so whatever commits after the file's close finds both objects complete. On S3
+  a new delta's commit then waits for one round trip instead of two in a row.
 - Listing by prefix (no directories: an empty "directory" does not exist); deletes in bulk.
 - Idempotent calls (reads, listings, HEADs, deletes, conditional puts of whole small
   objects) are retried with backoff on throttling and timeouts, by this layer alone: the
@@ -22,7 +27,9 @@ What an object store gives, and how the ACID format lives with it:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import IO, Any, cast
 
@@ -37,6 +44,26 @@ S3_PROTOCOLS = frozenset({"s3", "s3a"})
 # Object stores whose "directories" are only key prefixes: nothing to create.
 _PREFIX_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"})
 _S3_BULK_DELETE = 1000  # keys per DeleteObjects request (S3's limit)
+# Threads for the small PUTs started ahead (write_bytes_if_absent_soon): each waits on a
+# round trip, not the CPU; one per file being written at once is plenty.
+_PUT_THREADS = 8
+_put_pool: ThreadPoolExecutor | None = None
+_put_pool_lock = threading.Lock()
+_on_put_thread = threading.local()  # .active: this thread is running a PUT started ahead
+
+
+def _put_executor() -> ThreadPoolExecutor:
+    """The threads of the PUTs started ahead, made on first use (nothing starts at import)."""
+    global _put_pool
+    with _put_pool_lock:
+        if _put_pool is None:
+            _put_pool = ThreadPoolExecutor(_PUT_THREADS, thread_name_prefix="acidstream-put")
+        return _put_pool
+
+
+def _parent(path: str) -> str:
+    """The directory (key prefix) of an object's path."""
+    return path.rstrip("/").rsplit("/", 1)[0].rstrip("/")
 
 
 def object_store_options(protocol: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -64,6 +91,10 @@ class ObjectStorage(Storage):
             # s3fs retries each request up to 5 times inside every call; this layer does
             # the retrying (idempotent calls only), so s3fs makes one attempt.
             fs.retries = 1
+        # The PUTs started ahead and not yet reported, by directory: a success is dropped
+        # when it lands, a failure when a close reported it (or its writer forgot it).
+        self._ahead: dict[str, set[Future[bool]]] = {}
+        self._ahead_lock = threading.Lock()
 
     @property
     def supports_flush(self) -> bool:
@@ -122,6 +153,59 @@ class ObjectStorage(Storage):
         except FileExistsError:
             return False
         return True
+
+    def write_bytes_if_absent_soon(self, path: str, data: bytes) -> Future[bool]:
+        """:meth:`write_bytes_if_absent` on a thread: returns at once. The next file
+        closed in ``path``'s directory waits for it (:meth:`wait_for_writes`), so a commit
+        that follows that close never finds the object missing."""
+        directory = _parent(path)
+        write = _put_executor().submit(self._put_ahead, path, data)
+        with self._ahead_lock:
+            self._ahead.setdefault(directory, set()).add(write)
+        write.add_done_callback(lambda w: self._landed(directory, w))
+        return write
+
+    def _put_ahead(self, path: str, data: bytes) -> bool:
+        """(A PUT thread.) The write itself; a file it closes (stores without a
+        conditional put write through :meth:`create`) must not wait for this very write."""
+        _on_put_thread.active = True
+        try:
+            return self.write_bytes_if_absent(path, data)
+        finally:
+            _on_put_thread.active = False
+
+    def _landed(self, directory: str, write: Future[bool]) -> None:
+        """A PUT started ahead ended: a success needs no reporting."""
+        if not write.cancelled() and write.exception() is None:
+            self._drop(directory, write)
+
+    def _drop(self, directory: str, write: Future[bool]) -> None:
+        with self._ahead_lock:
+            writes = self._ahead.get(directory)
+            if writes is not None:
+                writes.discard(write)
+                if not writes:
+                    del self._ahead[directory]
+
+    def wait_for_writes(self, directory: str) -> None:
+        """Wait for the PUTs started ahead in ``directory``; raises the first failure
+        (a :class:`StorageError`, or what the PUT raised), each failure reported once."""
+        if getattr(_on_put_thread, "active", False):
+            return  # the PUT's own file, closed by the PUT (see _put_ahead)
+        directory = directory.rstrip("/")
+        with self._ahead_lock:
+            writes = list(self._ahead.get(directory, ()))
+        first: BaseException | None = None
+        for w in writes:
+            err = w.exception()  # waits
+            if err is not None:
+                self._drop(directory, w)
+                first = first or err
+        if first is not None:
+            raise first
+
+    def forget_write(self, path: str, write: Future[bool]) -> None:
+        self._drop(_parent(path), write)
 
     def durable_flush(self, f: IO[bytes], *, sync: bool = True) -> None:
         """Hands full parts to the store (an object becomes durable only when closed)."""
@@ -254,17 +338,22 @@ class _StoreFile:
 
     def close(self) -> None:
         """Complete the upload (a conditional put when the file was created without
-        ``overwrite``); after a failure, or if completing fails, abort it instead."""
+        ``overwrite``); after a failure, or if completing fails, abort it instead. A
+        written file's close then waits for the small PUTs started ahead in its directory
+        (:meth:`ObjectStorage.write_bytes_if_absent_soon`) and raises their failure."""
         if self.closed:
             return
         if self._failed:
             self.discard()
             return
+        writing = "r" not in str(getattr(self._raw, "mode", "wb"))  # (as discard tells)
         try:
             self._guard("close", self._raw.close)
         except BaseException:
             self.discard()  # (the raw file counts itself closed now, its upload open)
             raise
+        if writing:
+            self._storage.wait_for_writes(_parent(self.path))
 
     def discard(self) -> None:
         """Abort the upload (its parts are deleted); never raises: logged instead. A read

@@ -5,7 +5,8 @@ It forwards every request to the upstream server (moto's) unchanged, except that
 requests, to every request while ``fail_always`` is set, and to requests whose target
 contains ``fail_match`` (e.g. ``partNumber=2``: the second part of every multipart upload);
 a request whose target contains ``die_match`` kills the proxy on the spot (its clients see
-the store vanish mid-request).
+the store vanish mid-request); one whose target contains ``hold_match`` is held ``hold_s``
+seconds before it is forwarded (a slow round trip, to see what waits for it).
 Tests change the rules and read the counts through ``/__proxy/config`` and
 ``/__proxy/stats`` (JSON); :class:`ThrottleProxy` does both.
 
@@ -23,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,6 +48,8 @@ class _State:
         self.fail_always = False
         self.fail_match = ""
         self.die_match = ""
+        self.hold_match = ""
+        self.hold_s = 0.0
         self.requests = 0
         self.throttled = 0
         self.forwarded = 0
@@ -65,6 +69,11 @@ class _State:
             else:
                 self.forwarded += 1
             return throttle
+
+    def hold(self, target: str) -> float:
+        """How long to hold a request before forwarding it."""
+        with self.lock:
+            return self.hold_s if self.hold_match and self.hold_match in target else 0.0
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
@@ -110,7 +119,14 @@ def _handler(upstream: urllib.parse.SplitResult, state: _State) -> type[BaseHTTP
             if self.path.startswith("/__proxy/config"):
                 rules = json.loads(body or b"{}")
                 with state.lock:
-                    for k in ("fail_first", "fail_always", "fail_match", "die_match"):
+                    for k in (
+                        "fail_first",
+                        "fail_always",
+                        "fail_match",
+                        "die_match",
+                        "hold_match",
+                        "hold_s",
+                    ):
                         if k in rules:
                             setattr(state, k, rules[k])
                     if rules.get("reset_counts"):
@@ -126,6 +142,9 @@ def _handler(upstream: urllib.parse.SplitResult, state: _State) -> type[BaseHTTP
             if state.decide(self.path):
                 self._reply(503, [("Content-Type", "application/xml")], _SLOW_DOWN)
                 return
+            held = state.hold(self.path)
+            if held:
+                time.sleep(held)  # (this request's own thread: the others go on)
             conn = http.client.HTTPConnection(
                 upstream.hostname or "127.0.0.1", upstream.port, timeout=60
             )
@@ -186,8 +205,9 @@ class ThrottleProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def configure(self, **rules: Any) -> dict[str, Any]:
-        """Set ``fail_first`` / ``fail_always`` / ``fail_match`` / ``die_match``; ``reset_counts=True``
-        zeroes the counters. Returns the counters."""
+        """Set ``fail_first`` / ``fail_always`` / ``fail_match`` / ``die_match`` /
+        ``hold_match`` and ``hold_s``; ``reset_counts=True`` zeroes the counters. Returns the
+        counters."""
         req = urllib.request.Request(
             self.endpoint + "/__proxy/config", data=json.dumps(rules).encode(), method="POST"
         )
