@@ -344,6 +344,15 @@ def _read_stripe(
         counts.groups += 1
         counts.groups_read += 1
         return _pyarrow_stripe(fl, s, acid_cols)
+    if not blooms and stride > 0 and _dense(fl.meta, s, kcols, -(-info.rows // stride)):
+        # Keys spread over the whole stripe, several per row group: nearly every group
+        # holds one, so the stripe is read whole below anyway; parsing its row index
+        # first (in Python) cost a 100,000-key lookup in a 10M-row base ~0.1 s a batch.
+        n_groups = -(-info.rows // stride)
+        counts.stripes_whole += 1
+        counts.groups += n_groups
+        counts.groups_read += n_groups
+        return _pyarrow_stripe(fl, s, acid_cols)
     reader = StripeReader(fl.data, fl.meta, s)
     cols = [fl.acid[a] for a in acid_cols] + [c for c in fl.row_ids if c is not None]
     groups = groups_with_keys(reader, kcols, counts.prune) if kcols else None
@@ -367,6 +376,39 @@ def _read_stripe(
     counts.stripes_whole += 1
     counts.groups_read += n_groups
     return _pyarrow_stripe(fl, s, acid_cols)
+
+
+# A stripe is read whole without asking its row index when every key column (integers) has
+# at least DENSE_KEYS_PER_GROUP keys per row group inside the stripe's [min, max], and
+# they fall in at least DENSE_SPREAD of that range cut into as many equal parts as the
+# stripe has row groups (keys clustered in a corner still ask the row index). Only
+# without bloom filters, which may rule groups out whatever their min/max say.
+DENSE_KEYS_PER_GROUP = 2
+DENSE_SPREAD = 0.5
+
+
+def _dense(meta: OrcMeta, s: int, kcols: Sequence[ColumnKeys], n_groups: int) -> bool:
+    """Whether the keys are so many and so spread in stripe ``s`` that (by the stripe's
+    statistics alone) every row group very likely holds one: every key column an integer
+    one that passes the DENSE_KEYS_PER_GROUP and DENSE_SPREAD tests."""
+    if n_groups <= 1 or not kcols:
+        return False
+    for k in kcols:
+        ints = k.keys.ints
+        if ints is None:
+            return False
+        st = meta.column_stats(s, k.column)
+        if st is None or st.int_min is None or st.int_max is None or st.int_max <= st.int_min:
+            return False
+        span = k.span(st)
+        if span is None or span[1] - span[0] < DENSE_KEYS_PER_GROUP * n_groups:
+            return False
+        inside = ints[span[0] : span[1]]
+        width = (st.int_max - st.int_min) / n_groups
+        cells = np.unique(((inside - st.int_min) / width).astype(np.int64))
+        if len(cells) < DENSE_SPREAD * n_groups:
+            return False
+    return True
 
 
 def _pyarrow_stripe(fl: _File, s: int, acid_cols: Sequence[str]) -> pa.Table:
@@ -414,14 +456,32 @@ def _key_rows(
             ints = pc.cast(pc.cast(col, pa.int32()) if days else col, pa.int64())
             valid = pc.is_valid(ints).to_numpy(zero_copy_only=False)
             vals = pc.fill_null(ints, 0).to_numpy(zero_copy_only=False)
-            at = np.minimum(np.searchsorted(keys.ints, vals), len(keys.ints) - 1)
-            m = (keys.ints[at] == vals) & valid
+            m = _sorted_hits(vals, keys.ints) if valid.all() else None
+            if m is None:
+                at = np.minimum(np.searchsorted(keys.ints, vals), len(keys.ints) - 1)
+                m = (keys.ints[at] == vals) & valid
         elif keys.ints is not None:
             m = np.zeros(t.num_rows, dtype=bool)
         else:
             m = pc.is_in(col, value_set=keys.values).to_numpy(zero_copy_only=False)
         mask = m if mask is None else mask & m
     return t if mask is None else t.filter(pa.array(mask))
+
+
+def _sorted_hits(vals: np.ndarray, keys: np.ndarray) -> np.ndarray | None:
+    """The rows of ``vals`` equal to one of the sorted ``keys`` when ``vals`` is sorted
+    too (a compacted base holds each bucket's rows by key), else ``None``: the keys are
+    looked up in the rows (few keys of the stripe's range, a binary search each) instead
+    of every row in the keys (1.25M searches per base stripe in a 10M-row table)."""
+    n = len(vals)
+    if n == 0 or not bool(np.all(vals[1:] >= vals[:-1])):
+        return None
+    inside = keys[np.searchsorted(keys, vals[0], "left") : np.searchsorted(keys, vals[-1], "right")]
+    lo = np.searchsorted(vals, inside, "left")
+    hi = np.searchsorted(vals, inside, "right")
+    # +1 where a key's run of equal rows starts, -1 past its end: covered rows sum > 0.
+    edges = np.bincount(lo, minlength=n + 1) - np.bincount(hi, minlength=n + 1)
+    return np.cumsum(edges[:n]) > 0
 
 
 def _finish(

@@ -45,7 +45,7 @@ from acidstream.mutation.ops import cast_to
 from acidstream.mutation.results import MergeResult
 from acidstream.mutation.run import MutationRun
 from acidstream.mutation.target import ROW_ID_COLUMN, Target, read_rows
-from acidstream.mutation.write import buckets_hit, by_partition, old_buckets
+from acidstream.mutation.write import by_partition, key_buckets, old_buckets
 
 __all__ = [
     "ClauseRows",
@@ -482,12 +482,7 @@ class MergePlan:
         bcols = [c.lower() for c in tab.bucket_cols]
         if not set(bcols) <= set(skeys.column_names):
             return None
-        rows = (
-            row
-            for chunk in skeys.select(bcols).to_batches(max_chunksize=_HASH_CHUNK)
-            for row in zip(*(chunk.column(c).to_pylist() for c in bcols), strict=True)
-        )
-        return buckets_hit(tab, rows)
+        return key_buckets(tab, skeys.select(bcols))
 
     def _prefilter(self, skeys: pa.Table) -> pc.Expression | None:
         """One ``is_in`` per key column (a superset of the matches, cheap to evaluate): the
@@ -501,8 +496,6 @@ class MergePlan:
             expr = e if expr is None else expr & e
         return expr
 
-
-_HASH_CHUNK = 256
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

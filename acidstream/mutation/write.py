@@ -28,13 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid import faults, layout
-from acidstream.acid.bucket_hash import bucket_numbers
+from acidstream.acid.bucket_hash import bucket_numbers, bucket_numbers_arrow
 from acidstream.acid.file_writer import DELETE_OP, AcidFileWriter
 from acidstream.acid.row_keys import RowIdSequence
 from acidstream.mutation.target import Target
 from acidstream.txn.catalog import TableDef
 
-__all__ = ["MutationFiles", "buckets_hit", "by_partition", "old_buckets"]
+__all__ = ["MutationFiles", "buckets_hit", "by_partition", "key_buckets", "old_buckets"]
 
 
 @dataclass
@@ -206,3 +206,31 @@ def buckets_hit(table: TableDef, rows: Iterable[Sequence[Any]]) -> list[int] | N
         if len(found) == table.num_buckets:
             return None
     return sorted(found)
+
+
+def key_buckets(table: TableDef, keys: pa.Table) -> list[int] | None:
+    """The buckets Hive's hash sends ``keys`` (one column per ``table.bucket_cols``, in
+    that order) to, as :func:`buckets_hit`, ``None`` when every bucket is hit.
+    Integer-like columns are hashed a column at a time (``bucket_numbers_arrow``): a
+    100,000-key CDC batch hashed 4,096 rows one by one in Python before it found all 8
+    buckets of its table hit (0.1 s a batch); other types take :func:`buckets_hit`."""
+    types = {n.lower(): t for n, t in table.schema.columns}
+    bcols = [c.lower() for c in table.bucket_cols]
+    fast = bucket_numbers_arrow(
+        [keys.column(i) for i in range(len(bcols))],
+        [types[c] for c in bcols],
+        table.num_buckets,
+        bucketing_version=table.bucketing_version,
+    )
+    if fast is None:
+        rows = (
+            row
+            for chunk in keys.to_batches(max_chunksize=_ROW_CHUNK)
+            for row in zip(*(c.to_pylist() for c in chunk.columns), strict=True)
+        )
+        return buckets_hit(table, rows)
+    hit = [int(b) for b in np.unique(fast).tolist()]
+    return None if len(hit) == table.num_buckets else hit
+
+
+_ROW_CHUNK = 256

@@ -308,3 +308,80 @@ def test_string_and_date_keys_of_two_columns(store: TxnStore) -> None:
         assert (c2.groups_read, c2.groups, c2.stripes_whole) == (2, 8, 0), c2.text()
     finally:
         store.abort_txn(txn)
+
+
+def _base_table(store: TxnStore, name: str) -> None:
+    """A compacted base without bloom filters: 2 bucket files of some 10,000 sorted even
+    ids, ten or eleven row groups each."""
+    _make(store, name, {"orc.compress": "ZLIB"})
+    _txns(store, name, [(np.arange(0, ROWS, 2), True)])
+    _compact(store, name)
+
+
+def test_keys_spread_over_a_stripe_read_it_whole_without_its_row_index(
+    store: TxnStore,
+) -> None:
+    """Keys in 7 of the first 9 row groups of every base stripe, 100 of them per group: the stripe
+    is read whole (over a quarter of its rows are candidates) and, the keys being dense
+    and spread over its [min, max], its row index is not asked first (no group is ruled
+    out by min/max); the rows returned are still exactly the keys' rows."""
+    _base_table(store, "kd")
+    txn = store.open_txns(1, user="t", host="h")[0]
+    try:
+        t = Target.open(store, store.get_table("default", "kd"), txn)
+        parts = t.partitions()
+        full = read_rows(t, parts)
+        group = pc.divide(pc.struct_field(full.column("row__id"), "rowid"), STRIDE)
+        in_groups = pc.is_in(group, value_set=pa.array([0, 1, 2, 4, 5, 7, 8], pa.int64()))
+        ids = full.filter(in_groups).column("id").to_numpy()[::10]
+        src = pa.table({"id": pa.array(np.concatenate([ids, [-3, 10**9]]), pa.int64())})
+        c = LookupCounts()
+        got = read_rows(t, parts, keys=src, counts=c)
+        want = full.filter(pc.field("id").isin(src.column("id")))
+        order = [("row__id", "ascending")]
+        assert got.sort_by(order).equals(want.sort_by(order))
+        assert got.num_rows == len(ids)
+        assert c.stripes_whole == 2 and c.groups_read == c.groups >= 20, c.text()
+        assert c.prune.by_stats == 0, c.text()  # the row index was not read
+    finally:
+        store.abort_txn(txn)
+
+
+def test_many_keys_in_one_corner_of_a_stripe_still_ask_the_row_index(store: TxnStore) -> None:
+    """As many keys, all in the ids of each file's first row group: the row index rules
+    the other groups out and only the first (or two) are decoded (the dense-stripe shortcut does not
+    take clustered keys)."""
+    _base_table(store, "kc")
+    txn = store.open_txns(1, user="t", host="h")[0]
+    try:
+        t = Target.open(store, store.get_table("default", "kc"), txn)
+        parts = t.partitions()
+        full = read_rows(t, parts)
+        rid = pc.struct_field(full.column("row__id"), "rowid")
+        ids = full.filter(pc.less(rid, STRIDE)).column("id").to_numpy()
+        src = pa.table({"id": pa.array(ids, pa.int64())})
+        c = LookupCounts()
+        got = read_rows(t, parts, keys=src, counts=c)
+        assert sorted(got.column("id").to_pylist()) == sorted(ids.tolist())
+        # each file's first group, and the second where the other file's first-group
+        # ids reach into it (the buckets interleave the ids)
+        assert c.stripes_whole == 0 and 2 <= c.groups_read <= 4, c.text()
+        assert c.prune.by_stats == c.groups - c.groups_read >= 16, c.text()
+    finally:
+        store.abort_txn(txn)
+
+
+def test_sorted_rows_are_matched_by_looking_the_keys_up_in_them() -> None:
+    """``_sorted_hits`` (rows sorted by key: a compacted base) marks exactly the rows
+    equal to a key, runs of equal rows included, and declines unsorted rows."""
+    from acidstream.acid.key_lookup import _sorted_hits
+
+    rng = np.random.default_rng(7)
+    vals = np.sort(rng.integers(-50, 5_000, 20_000))  # duplicates: runs of equal rows
+    keys = np.unique(rng.integers(-100, 6_000, 700))  # some below, inside, above
+    got = _sorted_hits(vals, keys)
+    assert got is not None
+    assert np.array_equal(got, np.isin(vals, keys))
+    assert got.any() and not got.all()
+    assert not _sorted_hits(vals, np.array([10**9], np.int64)).any()  # type: ignore[union-attr]
+    assert _sorted_hits(vals[::-1].copy(), keys) is None
