@@ -7,6 +7,8 @@ Hive ORC types (trap 10 of the spec: ``varchar(n)`` must not become ``string``).
 
 from __future__ import annotations
 
+import functools
+
 from acidstream.acid.protobuf import encode_packed, encode_varint
 from acidstream.acid.schema import (
     ACID_COLUMN_TYPES,
@@ -36,6 +38,13 @@ def _var_field(num: int, value: int) -> bytes:
 
 def event_type_messages(schema: TableSchema) -> list[bytes]:
     """Serialized ``Type`` messages of the ACID event schema, column 0 first."""
+    return list(_event_type_messages(schema))
+
+
+@functools.lru_cache(maxsize=256)
+def _event_type_messages(schema: TableSchema) -> tuple[bytes, ...]:
+    # Every file a writer opens asks (a small commit opens one per txn): built once
+    # per schema, which is immutable.
     root = HiveType(
         "struct",
         children=(*(parse_hive_type(t) for t in ACID_COLUMN_TYPES), schema.row_type()),
@@ -60,4 +69,4 @@ def event_type_messages(schema: TableSchema) -> list[bytes]:
         return my_id
 
     visit(root)
-    return out
+    return tuple(out)
