@@ -8,7 +8,7 @@ end, through the public API: ``acidstream.table(...).delete / update / merge`` a
 parent needs to decide, from the metastore, which statements committed:
 
 - ``op I start`` before statement ``I``;
-- ``txns AGENT ID,...`` each time this process opens txns (``TxnStore.open_txns`` is wrapped
+- ``txns AGENT ID,...`` each time this process opens txns (``TxnStore.open_batch`` and ``open_txns`` are wrapped
   here, in the child only): the txn ids a statement or a chunk of an insert will commit;
 - ``op I chunk J committed`` after each chunk of an insert;
 - ``op I done {result}`` after a statement returned (a MERGE's result says ``replayed``);
@@ -49,17 +49,26 @@ def insert_record(row_id: int, msg: str) -> bytes:
 
 def _watch_txns(say: Callable[[str], None]) -> None:
     """Print every txn id this process opens, before it is used (after the metastore
-    committed the open): the parent asks the metastore for their states."""
+    committed the open): the parent asks the metastore for their states. A transaction
+    batch opens its txns with ``open_batch`` (txns, write ids and a first lock in one
+    round trip); anything else with ``open_txns``: both are watched."""
     from acidstream.txn.store import TxnStore
 
     original = TxnStore.open_txns
+    original_batch = TxnStore.open_batch
 
     def open_txns(self: TxnStore, n: int, **kw: Any) -> list[int]:
         ids = original(self, n, **kw)
         say(f"txns {kw.get('agent_info') or '-'} {','.join(map(str, ids))}")
         return ids
 
+    def open_batch(self: TxnStore, n: int, *args: Any, **kw: Any) -> Any:
+        opened = original_batch(self, n, *args, **kw)
+        say(f"txns {kw.get('agent_info') or '-'} {','.join(map(str, opened.txn_ids))}")
+        return opened
+
     setattr(TxnStore, "open_txns", open_txns)  # noqa: B010 (mypy: a method replaced)
+    setattr(TxnStore, "open_batch", open_batch)  # noqa: B010
 
 
 _SCOPES = {"mutation": ("delete", "update", "merge"), "merge": ("merge",)}

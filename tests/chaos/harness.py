@@ -54,10 +54,8 @@ TXN_TIMEOUT_S = 300.0
 # Steps of acid.faults a StreamingConnection passes through (docs/architecture.md "Test
 # hooks"): the batch's own, and each store operation's before/after and inner steps.
 CONNECTION_STEPS: tuple[str, ...] = (
-    "open_txns.before_commit",
-    "open_txns.after_commit",
-    "allocate_write_ids.before_commit",
-    "allocate_write_ids.after_commit",
+    "open_batch.before_commit",
+    "open_batch.after_commit",
     "lock.before_commit",
     "lock.after_commit",
     "batch.before_commit",
@@ -83,8 +81,7 @@ COMPACTION_STEPS: tuple[str, ...] = (
 ZOMBIE_STEPS: tuple[str, ...] = (
     "batch.before_commit",
     "lock.after_commit",
-    "open_txns.after_commit",
-    "allocate_write_ids.after_commit",
+    "open_batch.after_commit",
 )
 PG_COMMIT_STEPS: tuple[str, ...] = (
     "commit_txn.after_write_set",
@@ -485,7 +482,7 @@ def scenario_connection_kill(
     step = rng.choice(steps)
     events, per_txn, txns, memory = _events_and_batches(rng, batch_gt_1)
     n_txns = -(-events // per_txn)
-    per_batch = step.startswith(("open_txns", "allocate_write_ids", "abort_txn"))
+    per_batch = step.startswith(("open_batch", "abort_txn"))
     at = rng.randint(1, max(1, -(-n_txns // txns) if per_batch else n_txns))
     if step == "file.after_footer":  # a footer per file flush, fewer than txns
         at = min(at, rng.randint(1, 3))
@@ -545,7 +542,7 @@ def scenario_connection_stop(store_url: str, warehouse: str, seed: int) -> Resul
     # SQLite write lock (or PostgreSQL row locks) and every other client waits on it.
     step = rng.choice(ZOMBIE_STEPS)
     n_txns = -(-events // per_txn)
-    per_batch = step.startswith(("open_txns", "allocate_write_ids"))
+    per_batch = step.startswith("open_batch")
     at = rng.randint(1, min(3, max(1, -(-n_txns // txns) if per_batch else n_txns)))
     label = f"seed {seed} connection(batch {txns}) SIGSTOP at {step}#{at}"
     with open_store(store_url, warehouse=warehouse) as store:
@@ -728,8 +725,7 @@ KAFKA_DRIVER_STEPS: tuple[str, ...] = (
     "commit_txns.before_state",
     "commit_txns.before_commit",
     "commit_txns.after_commit",
-    "open_txns.after_commit",
-    "allocate_write_ids.after_commit",
+    "open_batch.after_commit",
 )
 KAFKA_COLUMNS = "id bigint, user_name string, amount decimal(10,2), event_time timestamp"
 
@@ -795,8 +791,7 @@ def scenario_kafka_driver_kill(store_url: str, warehouse: str, seed: int) -> Res
 
 
 HTTP_STEPS: tuple[str, ...] = (
-    "open_txns.after_commit",
-    "allocate_write_ids.after_commit",
+    "open_batch.after_commit",
     "lock.after_commit",
     "batch.before_commit",
     "commit_txn.after_write_set",

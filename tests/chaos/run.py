@@ -407,7 +407,7 @@ def report_markdown(
         "  them; its first 2-4 runs are each SIGKILLed once (when the drawn hit comes) at a step",
         "  inside a statement (`mutation.after_open`, `mutation.after_find`,",
         "  `mutation.after_delete_delta`, `mutation.after_delta`, `mutation.before_commit`,",
-        "  `mutation.after_commit`, or the statement's own `open_txns` / `allocate_write_ids` /",
+        "  `mutation.after_commit`, or the statement's own `open_batch` /",
         "  `lock` / `add_dynamic_partitions` / `commit_txn.*` / `batch.*` step, hits counted",
         "  inside statements only; a fifth of the kills just after a MERGE's commit) or at a",
         "  random moment; then it runs unfaulted until every statement ran.",

@@ -380,7 +380,7 @@ def _dead_writer(run: AdminRun, rng: random.Random, table: TableDef, *, torn: bo
         at = rng.randrange(batches) * txns + rng.randint(2, txns - 1)
     else:
         step = rng.choice(CONNECTION_STEPS + (PARTITION_STEPS if run.partitioned else ()))
-        per_batch = step.startswith(("open_txns", "allocate_write_ids", "abort_txn"))
+        per_batch = step.startswith(("open_batch", "abort_txn"))
         at = rng.randint(1, batches if per_batch else batches * txns)
     spec = connection_spec(
         run.store_url, table, events=run.events, rows_per_txn=per_txn, txns_per_batch=txns,

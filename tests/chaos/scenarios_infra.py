@@ -225,7 +225,7 @@ def scenario_clock_jump(store_url: str, warehouse: str, seed: int) -> Result:
     forward = rng.random() < 0.6
     jump = (TXN_TIMEOUT_S + rng.uniform(1, FUTURE_S)) * (1 if forward else -1)
     n_txns = -(-events // per_txn)
-    per_batch = step.startswith(("open_txns", "allocate_write_ids"))
+    per_batch = step.startswith("open_batch")
     at = rng.randint(1, min(3, max(1, -(-n_txns // txns) if per_batch else n_txns)))
     label = f"seed {seed} connection(batch {txns}) clock {jump:+.0f}s at {step}#{at}"
     clock_file = Path(warehouse).parent / "clock-offset"
@@ -305,7 +305,7 @@ def scenario_pg_restart(store_url: str, warehouse: str, seed: int) -> Result:
     step = rng.choice([s for s in CONNECTION_STEPS if not s.startswith("abort_txn")])
     mode = rng.choice(("immediate", "fast"))
     n_txns = -(-events // per_txn)
-    per_batch = step.startswith(("open_txns", "allocate_write_ids", "abort_txn"))
+    per_batch = step.startswith(("open_batch", "abort_txn"))
     at = rng.randint(1, max(1, -(-n_txns // txns) if per_batch else n_txns))
     label = f"seed {seed} connection(batch {txns}) pg restart -m {mode} at {step}#{at}"
     with open_store(store_url, warehouse=warehouse) as store:

@@ -73,8 +73,7 @@ MUTATION_STEPS: tuple[str, ...] = (
     "mutation.after_commit",
 )
 STATEMENT_COMMIT_STEPS: tuple[str, ...] = (
-    "open_txns.after_commit",
-    "allocate_write_ids.after_commit",
+    "open_batch.after_commit",
     "lock.after_commit",
     "batch.before_commit",
     "add_dynamic_partitions.before_commit",

@@ -12,7 +12,7 @@ order, an event held back to the next batch). A writer child
 records the batch number, as the upsert sink records its batch id) or through a
 ``StreamingConnection`` in upsert mode (arrival order; the batch number committed with
 ``commit_transaction(key=...)``). Its first 2-4 runs are each SIGKILLed once at a step of a
-batch (``mutation.*``, the batch's ``open_txns`` / ``allocate_write_ids`` / ``lock`` /
+batch (``mutation.*``, the batch's ``open_batch`` / ``lock`` /
 ``add_dynamic_partitions`` / ``commit_txn.*`` / ``batch.*`` steps) at a seeded hit, or at
 a random moment; each restart resumes from the batch number the table recorded, or
 earlier (a re-delivery: the child must skip the batches the table records, never apply
@@ -97,8 +97,7 @@ MUTATION_STEPS: tuple[str, ...] = (
 upsert commit passes the middle three: it runs the engine's plan in its own txn)."""
 CONNECTION_MUTATION_STEPS = MUTATION_STEPS[1:4]
 COMMIT_STEPS: tuple[str, ...] = (
-    "open_txns.after_commit",
-    "allocate_write_ids.after_commit",
+    "open_batch.after_commit",
     "lock.after_commit",
     "batch.before_commit",
     "commit_txn.after_write_set",
