@@ -1,11 +1,14 @@
 # One-command entry points (see README.md). Each target sets up what it needs.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# `make test` runs the suite on two pytest-xdist workers, a whole test file per worker
+# `make test` runs the suite on four pytest-xdist workers, a whole test file per worker
 # (--dist loadfile: one Spark session, Kafka broker and moto server per worker serve many
-# tests, and a module's tests that share state stay together). `pytest tests/x.py` alone
-# runs in one process, without xdist; `make test PYTEST_ARGS=` runs the suite that way.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# tests, and a module's tests that share state stay together). Four on two cores: most
+# tests spend their time waiting (child processes, the JVM, fsync, timeouts); two workers
+# beside other work at load ~10 took 66 min, against 48 min at a low load: they left CPU idle.
+# `pytest tests/x.py` alone runs in one process, without xdist; `make test PYTEST_ARGS=`
+# runs the suite that way.
+PYTEST_ARGS ?= -n 4 --dist loadfile
 
 .PHONY: setup services demo test test-slow lint bench chaos chaos-replay clean
 

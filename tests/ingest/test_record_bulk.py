@@ -278,10 +278,13 @@ def test_a_line_longer_than_the_read_block_is_read_in_bulk() -> None:
     short = [json.dumps({"id": i, "s": f"n{i}"}).encode() for i in range(20_000)]
     lines = [*short[:10_000], json.dumps({"id": -1, "s": long_s}).encode(), *short[10_000:]]
     assert block_read_size(sum(map(len, short)), 40) < len(lines[10_000])  # would straddle
-    delimited = [b"%d\x01%s" % (i, s.encode()) for i, s in [(1, "a"), (2, long_s), (3, "c")] * 5000]
+    # Delimited the same way: 20,000 short lines around one long one (a few MB, not GB).
+    short_d = [b"%d\x01n%d" % (i, i) for i in range(20_000)]
+    delimited = [*short_d[:10_000], b"-1\x01" + long_s.encode(), *short_d[10_000:]]
+    assert block_read_size(sum(map(len, short_d)), 40) < len(delimited[10_000])
     for writer, block_lines, n, at in (
         (StrictJsonWriter(), lines, 20_001, 10_000),
-        (StrictDelimitedInputWriter(), delimited, 15_000, 1),
+        (StrictDelimitedInputWriter(), delimited, 20_001, 10_000),
     ):
         bound = writer.bind(schema)
         cls = type(bound)
