@@ -12,6 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import acidstream
+from acidstream import StreamingConnection
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import open_store
 from tests.plugins.s3_fixture import SECRET_KEY, S3Warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,3 +126,34 @@ def jsonl_ids(lines: Sequence[str]) -> list[int]:
     import json
 
     return sorted(json.loads(ln)["id"] for ln in lines if ln.strip())
+
+
+def create_events_table(metastore: str, wh: S3Warehouse) -> str:
+    """Create ``default.events (id bigint, msg string)``, transactional, on ``wh``; its
+    location."""
+    with open_store(metastore, warehouse=wh.url, storage_options=wh.storage_options) as s:
+        t = s.create_table(
+            TableDef(
+                db="default",
+                name="events",
+                columns=(("id", "bigint"), ("msg", "string")),
+                parameters={"transactional": "true"},
+            )
+        )
+    assert t.location is not None
+    return t.location
+
+
+def commit_ids(conn: StreamingConnection, ids: range) -> None:
+    """One txn of ``conn`` holding the JSON rows ``{"id": i, "msg": "m<i>"}`` of ``ids``."""
+    conn.begin_transaction()
+    conn.write_block([b'{"id": %d, "msg": "m%d"}' % (i, i) for i in ids])
+    conn.commit_transaction()
+
+
+def read_ids(metastore: str, wh: S3Warehouse) -> list[int]:
+    """The ``id`` column of ``default.events`` as read now, sorted."""
+    t = acidstream.table(
+        "events", metastore=metastore, warehouse=wh.url, storage_options=wh.storage_options
+    )
+    return sorted(t.read(columns=["id"]).column("id").to_pylist())

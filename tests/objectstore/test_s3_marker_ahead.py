@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import acidstream
 from acidstream import StreamingConnection, StrictJsonWriter
 from acidstream.acid.errors import StorageError
 from acidstream.acid.storage import Storage
-from acidstream.txn.catalog import TableDef
 from acidstream.txn.store import TxnState, open_store
+from tests.objectstore.s3_helpers import commit_ids, create_events_table, read_ids
 from tests.objectstore.throttle_proxy import ThrottleProxy
 from tests.plugins.s3_fixture import S3Warehouse
 
@@ -47,33 +46,6 @@ def _through(proxy: ThrottleProxy, wh: S3Warehouse) -> dict[str, object]:
     return {**wh.storage_options, "endpoint_url": proxy.endpoint}
 
 
-def _create(metastore: str, wh: S3Warehouse) -> str:
-    with open_store(metastore, warehouse=wh.url, storage_options=wh.storage_options) as s:
-        t = s.create_table(
-            TableDef(
-                db="default",
-                name="events",
-                columns=(("id", "bigint"), ("msg", "string")),
-                parameters={"transactional": "true"},
-            )
-        )
-    assert t.location is not None
-    return t.location
-
-
-def _commit(conn: StreamingConnection, ids: range) -> None:
-    conn.begin_transaction()
-    conn.write_block([b'{"id": %d, "msg": "m%d"}' % (i, i) for i in ids])
-    conn.commit_transaction()
-
-
-def _ids(metastore: str, wh: S3Warehouse) -> list[int]:
-    t = acidstream.table(
-        "events", metastore=metastore, warehouse=wh.url, storage_options=wh.storage_options
-    )
-    return sorted(t.read(columns=["id"]).column("id").to_pylist())
-
-
 def _delta_files(location: str, wh: S3Warehouse) -> list[str]:
     storage, root = Storage.for_path(location, storage_options=wh.storage_options)
     return sorted(f.path[len(root) + 1 :] for f in storage.list_tree(root))
@@ -90,7 +62,7 @@ def test_the_marker_and_the_bucket_file_are_put_at_once(
     """Both PUTs of a commit's new delta held ``HOLD_S`` each: the commit takes about one
     hold, not two (one after the other it took two), and both objects are there after it."""
     wh = s3_warehouse
-    location = _create(metastore, wh)
+    location = create_events_table(metastore, wh)
     with StreamingConnection(
         "events",
         record_writer=StrictJsonWriter(),
@@ -98,10 +70,10 @@ def test_the_marker_and_the_bucket_file_are_put_at_once(
         warehouse=wh.url,
         storage_options=_through(proxy, wh),
     ) as conn:
-        _commit(conn, range(0, 10))  # the process's first commit: s3fs's session and so on
+        commit_ids(conn, range(0, 10))  # the process's first commit: s3fs's session and so on
         proxy.configure(hold_match="/delta_", hold_s=HOLD_S, reset_counts=True)
         t0 = time.monotonic()
-        _commit(conn, range(10, 20))
+        commit_ids(conn, range(10, 20))
         elapsed = time.monotonic() - t0
         stats = proxy.configure(hold_match="", hold_s=0.0)
     assert stats["forwarded"] == 2, stats  # the marker's PUT and the bucket file's
@@ -109,7 +81,7 @@ def test_the_marker_and_the_bucket_file_are_put_at_once(
     files = _delta_files(location, wh)
     deltas = sorted({p.split("/")[0] for p in files})
     assert files == [f"{d}/{n}" for d in deltas for n in ("_orc_acid_version", "bucket_00000")]
-    assert _ids(metastore, wh) == list(range(20))
+    assert read_ids(metastore, wh) == list(range(20))
 
 
 def test_a_commit_waits_for_a_slow_marker(
@@ -117,7 +89,7 @@ def test_a_commit_waits_for_a_slow_marker(
 ) -> None:
     """The marker's PUT alone held: the commit returns only once it landed."""
     wh = s3_warehouse
-    location = _create(metastore, wh)
+    location = create_events_table(metastore, wh)
     with StreamingConnection(
         "events",
         record_writer=StrictJsonWriter(),
@@ -127,7 +99,7 @@ def test_a_commit_waits_for_a_slow_marker(
     ) as conn:
         proxy.configure(hold_match="_orc_acid_version", hold_s=HOLD_S)
         t0 = time.monotonic()
-        _commit(conn, range(5))
+        commit_ids(conn, range(5))
         elapsed = time.monotonic() - t0
         proxy.configure(hold_match="", hold_s=0.0)
     assert elapsed >= HOLD_S
@@ -145,7 +117,7 @@ def test_a_failed_put_of_either_fails_the_commit_and_aborts_its_txn(
     StorageError, its txn is aborted, the committed rows stay; the writer is not left
     waiting on the other PUT."""
     wh = s3_warehouse
-    _create(metastore, wh)
+    create_events_table(metastore, wh)
     with StreamingConnection(
         "events",
         record_writer=StrictJsonWriter(),
@@ -153,15 +125,15 @@ def test_a_failed_put_of_either_fails_the_commit_and_aborts_its_txn(
         warehouse=wh.url,
         storage_options=_through(proxy, wh),
     ) as conn:
-        _commit(conn, range(0, 10))
+        commit_ids(conn, range(0, 10))
         proxy.configure(fail_match=failing)
         try:
             with pytest.raises(StorageError) as info:
-                _commit(conn, range(10, 20))
+                commit_ids(conn, range(10, 20))
         finally:
             proxy.configure(fail_match="")
     assert "\n" not in str(info.value)
-    assert _ids(metastore, wh) == list(range(10))
+    assert read_ids(metastore, wh) == list(range(10))
     states = _states(metastore)  # (the read above is a txn of its own)
     assert states[:2] == [TxnState.COMMITTED, TxnState.ABORTED], states
     assert TxnState.OPEN not in states and states.count(TxnState.ABORTED) == 1, states

@@ -12,12 +12,11 @@ from typing import Any
 import boto3  # type: ignore[import-untyped]
 import pytest
 
-import acidstream
 from acidstream import StreamingConnection, StrictJsonWriter
 from acidstream.acid.errors import StorageError
 from acidstream.acid.storage import Storage
-from acidstream.txn.catalog import TableDef
 from acidstream.txn.store import TxnState, open_store
+from tests.objectstore.s3_helpers import commit_ids, create_events_table, read_ids
 from tests.objectstore.throttle_proxy import ThrottleProxy
 from tests.plugins.s3_fixture import ACCESS_KEY, REGION, SECRET_KEY, S3Warehouse
 
@@ -40,33 +39,6 @@ def proxy(s3_warehouse: S3Warehouse) -> Iterator[ThrottleProxy]:
         p.stop()
 
 
-def _create(metastore: str, wh: S3Warehouse) -> str:
-    with open_store(metastore, warehouse=wh.url, storage_options=wh.storage_options) as s:
-        t = s.create_table(
-            TableDef(
-                db="default",
-                name="events",
-                columns=(("id", "bigint"), ("msg", "string")),
-                parameters={"transactional": "true"},
-            )
-        )
-    assert t.location is not None
-    return t.location
-
-
-def _commit(conn: StreamingConnection, ids: range) -> None:
-    conn.begin_transaction()
-    conn.write_block([b'{"id": %d, "msg": "m%d"}' % (i, i) for i in ids])
-    conn.commit_transaction()
-
-
-def _ids(metastore: str, wh: S3Warehouse) -> list[int]:
-    t = acidstream.table(
-        "events", metastore=metastore, warehouse=wh.url, storage_options=wh.storage_options
-    )
-    return sorted(t.read(columns=["id"]).column("id").to_pylist())
-
-
 def _uploads(wh: S3Warehouse) -> list[Any]:
     client = boto3.client(
         "s3",
@@ -83,7 +55,7 @@ def test_each_streaming_commit_is_its_own_object_without_side_files(
     s3_warehouse: S3Warehouse, metastore: str
 ) -> None:
     wh = s3_warehouse
-    location = _create(metastore, wh)
+    location = create_events_table(metastore, wh)
     with StreamingConnection(
         "events",
         record_writer=StrictJsonWriter(),
@@ -92,8 +64,8 @@ def test_each_streaming_commit_is_its_own_object_without_side_files(
         storage_options=wh.storage_options,
     ) as conn:
         for n in range(3):
-            _commit(conn, range(n * 10, n * 10 + 10))
-    assert _ids(metastore, wh) == list(range(30))
+            commit_ids(conn, range(n * 10, n * 10 + 10))
+    assert read_ids(metastore, wh) == list(range(30))
     storage, root = Storage.for_path(location, storage_options=wh.storage_options)
     files = [f.path[len(root) + 1 :] for f in storage.list_tree(root)]
     deltas = sorted({p.split("/")[0] for p in files})
@@ -113,7 +85,7 @@ def test_the_store_gone_mid_upload_aborts_the_txn_and_keeps_committed_rows(
     typed one-line error, the txn is aborted, and the two committed txns read back whole
     from the server."""
     wh = s3_warehouse
-    _create(metastore, wh)
+    create_events_table(metastore, wh)
     through_proxy = {
         **wh.storage_options,
         "endpoint_url": proxy.endpoint,
@@ -126,8 +98,8 @@ def test_the_store_gone_mid_upload_aborts_the_txn_and_keeps_committed_rows(
         warehouse=wh.url,
         storage_options=through_proxy,
     ) as conn:
-        _commit(conn, range(0, 100))
-        _commit(conn, range(100, 200))
+        commit_ids(conn, range(0, 100))
+        commit_ids(conn, range(100, 200))
         conn.begin_transaction()
         rng = random.Random(7)
         conn.write_block(
@@ -141,7 +113,7 @@ def test_the_store_gone_mid_upload_aborts_the_txn_and_keeps_committed_rows(
             conn.commit_transaction()
     assert proxy.proc.wait(timeout=10) == 1  # it did die mid-upload
     assert "\n" not in str(info.value)
-    assert _ids(metastore, wh) == list(range(200))  # read straight from the server
+    assert read_ids(metastore, wh) == list(range(200))  # read straight from the server
     with open_store(metastore) as s:
         states = [x.state for x in s.show_txns()]
     assert TxnState.OPEN not in states and states.count(TxnState.ABORTED) == 1
