@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import acidstream
-from acidstream import StreamingConnection
+from acidstream import StreamingConnection, StrictJsonWriter
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.store import open_store
 from tests.plugins.s3_fixture import SECRET_KEY, S3Warehouse
@@ -142,6 +142,21 @@ def create_events_table(metastore: str, wh: S3Warehouse) -> str:
         )
     assert t.location is not None
     return t.location
+
+
+def events_connection(
+    metastore: str, wh: S3Warehouse, storage_options: Mapping[str, object] | None = None
+) -> StreamingConnection:
+    """A JSON StreamingConnection to ``default.events`` on ``wh`` (``storage_options``:
+    other options than the warehouse's, e.g. through a proxy)."""
+    opts = dict(wh.storage_options if storage_options is None else storage_options)
+    return StreamingConnection(
+        "events",
+        record_writer=StrictJsonWriter(),
+        metastore=metastore,
+        warehouse=wh.url,
+        storage_options=opts,
+    )
 
 
 def commit_ids(conn: StreamingConnection, ids: range) -> None:

@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from acidstream import StreamingConnection, StrictJsonWriter
 from acidstream.acid.errors import StorageError
 from acidstream.acid.storage import Storage
 from acidstream.txn.store import TxnState, open_store
-from tests.objectstore.s3_helpers import commit_ids, create_events_table, read_ids
+from tests.objectstore.s3_helpers import (
+    commit_ids,
+    create_events_table,
+    events_connection,
+    read_ids,
+)
 from tests.objectstore.throttle_proxy import ThrottleProxy
 from tests.plugins.s3_fixture import S3Warehouse
 
@@ -63,13 +67,7 @@ def test_the_marker_and_the_bucket_file_are_put_at_once(
     hold, not two (one after the other it took two), and both objects are there after it."""
     wh = s3_warehouse
     location = create_events_table(metastore, wh)
-    with StreamingConnection(
-        "events",
-        record_writer=StrictJsonWriter(),
-        metastore=metastore,
-        warehouse=wh.url,
-        storage_options=_through(proxy, wh),
-    ) as conn:
+    with events_connection(metastore, wh, _through(proxy, wh)) as conn:
         commit_ids(conn, range(0, 10))  # the process's first commit: s3fs's session and so on
         proxy.configure(hold_match="/delta_", hold_s=HOLD_S, reset_counts=True)
         t0 = time.monotonic()
@@ -90,13 +88,7 @@ def test_a_commit_waits_for_a_slow_marker(
     """The marker's PUT alone held: the commit returns only once it landed."""
     wh = s3_warehouse
     location = create_events_table(metastore, wh)
-    with StreamingConnection(
-        "events",
-        record_writer=StrictJsonWriter(),
-        metastore=metastore,
-        warehouse=wh.url,
-        storage_options=_through(proxy, wh),
-    ) as conn:
+    with events_connection(metastore, wh, _through(proxy, wh)) as conn:
         proxy.configure(hold_match="_orc_acid_version", hold_s=HOLD_S)
         t0 = time.monotonic()
         commit_ids(conn, range(5))
@@ -118,13 +110,7 @@ def test_a_failed_put_of_either_fails_the_commit_and_aborts_its_txn(
     waiting on the other PUT."""
     wh = s3_warehouse
     create_events_table(metastore, wh)
-    with StreamingConnection(
-        "events",
-        record_writer=StrictJsonWriter(),
-        metastore=metastore,
-        warehouse=wh.url,
-        storage_options=_through(proxy, wh),
-    ) as conn:
+    with events_connection(metastore, wh, _through(proxy, wh)) as conn:
         commit_ids(conn, range(0, 10))
         proxy.configure(fail_match=failing)
         try:

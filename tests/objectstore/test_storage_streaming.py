@@ -12,11 +12,15 @@ from typing import Any
 import boto3  # type: ignore[import-untyped]
 import pytest
 
-from acidstream import StreamingConnection, StrictJsonWriter
 from acidstream.acid.errors import StorageError
 from acidstream.acid.storage import Storage
 from acidstream.txn.store import TxnState, open_store
-from tests.objectstore.s3_helpers import commit_ids, create_events_table, read_ids
+from tests.objectstore.s3_helpers import (
+    commit_ids,
+    create_events_table,
+    events_connection,
+    read_ids,
+)
 from tests.objectstore.throttle_proxy import ThrottleProxy
 from tests.plugins.s3_fixture import ACCESS_KEY, REGION, SECRET_KEY, S3Warehouse
 
@@ -56,13 +60,7 @@ def test_each_streaming_commit_is_its_own_object_without_side_files(
 ) -> None:
     wh = s3_warehouse
     location = create_events_table(metastore, wh)
-    with StreamingConnection(
-        "events",
-        record_writer=StrictJsonWriter(),
-        metastore=metastore,
-        warehouse=wh.url,
-        storage_options=wh.storage_options,
-    ) as conn:
+    with events_connection(metastore, wh, wh.storage_options) as conn:
         for n in range(3):
             commit_ids(conn, range(n * 10, n * 10 + 10))
     assert read_ids(metastore, wh) == list(range(30))
@@ -91,13 +89,7 @@ def test_the_store_gone_mid_upload_aborts_the_txn_and_keeps_committed_rows(
         "endpoint_url": proxy.endpoint,
         "default_block_size": 5 * 2**20,
     }
-    with StreamingConnection(
-        "events",
-        record_writer=StrictJsonWriter(),
-        metastore=metastore,
-        warehouse=wh.url,
-        storage_options=through_proxy,
-    ) as conn:
+    with events_connection(metastore, wh, through_proxy) as conn:
         commit_ids(conn, range(0, 100))
         commit_ids(conn, range(100, 200))
         conn.begin_transaction()
