@@ -17,25 +17,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import IO
 
 from acidstream.acid.storage import Storage
+from acidstream.acid.thread_pools import SharedPool
 
 __all__ = ["DeltaMarker", "flush_files"]
 
 _MAX_THREADS = 8  # the syncs of one commit; more files wait for a free thread
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    """The syncing threads, made on first use (nothing starts at import)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_MAX_THREADS, thread_name_prefix="acidstream-fsync")
-        return _pool
+_pool = SharedPool("acidstream-fsync", _MAX_THREADS)  # the syncing threads
 
 
 def flush_files(storage: Storage, files: Sequence[IO[bytes]], *, sync: bool) -> None:
@@ -54,7 +45,7 @@ def flush_files(storage: Storage, files: Sequence[IO[bytes]], *, sync: bool) -> 
         for f in files:
             storage.durable_flush(f, sync=sync)
         return
-    pool = _executor()
+    pool = _pool.get()
     rest: list[Future[None]] = [pool.submit(storage.durable_flush, f) for f in files[1:]]
     first: BaseException | None = None
     try:

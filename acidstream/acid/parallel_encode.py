@@ -12,19 +12,16 @@ writes stay on the caller's thread: a thread hand-off costs more than it saves b
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
+
+from acidstream.acid.thread_pools import SharedPool
 
 __all__ = ["MIN_ROWS_PER_THREAD", "encode_slices", "parallel_slices"]
 
 MIN_ROWS_PER_THREAD = 50_000
 """A slice smaller than this is not worth a thread (measured: 1,000-row txns got slower)."""
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
 def threads() -> int:
@@ -35,13 +32,7 @@ def threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _executor() -> ThreadPoolExecutor:
-    """The encoding threads, made on first use (nothing starts at import)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(threads(), thread_name_prefix="acidstream-encode")
-        return _pool
+_pool = SharedPool("acidstream-encode", threads)  # the encoding threads
 
 
 def parallel_slices(rows: int, nbytes: int, stripe_size: int) -> list[tuple[int, int]]:
@@ -65,7 +56,7 @@ def encode_slices(
     """``encode`` of each slice of ``table``, on the encoding threads, yielded in slice
     order as each is ready (at most twice the threads in flight: memory stays bounded).
     An ``encode`` failure is raised in order, once the slices before it were yielded."""
-    pool = _executor()
+    pool = _pool.get()
     ahead = 2 * threads()
     pending = [pool.submit(encode, table.slice(o, n)) for o, n in slices[:ahead]]
     nxt = len(pending)

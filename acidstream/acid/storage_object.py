@@ -29,12 +29,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from types import TracebackType
 from typing import IO, Any, cast
 
 from acidstream.acid.storage import RetryPolicy, Storage
 from acidstream.acid.storage_errors import store_error
+from acidstream.acid.thread_pools import SharedPool
 
 __all__ = ["ObjectStorage", "object_store_options"]
 
@@ -47,18 +48,8 @@ _S3_BULK_DELETE = 1000  # keys per DeleteObjects request (S3's limit)
 # Threads for the small PUTs started ahead (write_bytes_if_absent_soon): each waits on a
 # round trip, not the CPU; one per file being written at once is plenty.
 _PUT_THREADS = 8
-_put_pool: ThreadPoolExecutor | None = None
-_put_pool_lock = threading.Lock()
+_put_pool = SharedPool("acidstream-put", _PUT_THREADS)
 _on_put_thread = threading.local()  # .active: this thread is running a PUT started ahead
-
-
-def _put_executor() -> ThreadPoolExecutor:
-    """The threads of the PUTs started ahead, made on first use (nothing starts at import)."""
-    global _put_pool
-    with _put_pool_lock:
-        if _put_pool is None:
-            _put_pool = ThreadPoolExecutor(_PUT_THREADS, thread_name_prefix="acidstream-put")
-        return _put_pool
 
 
 def _parent(path: str) -> str:
@@ -159,7 +150,7 @@ class ObjectStorage(Storage):
         closed in ``path``'s directory waits for it (:meth:`wait_for_writes`), so a commit
         that follows that close never finds the object missing."""
         directory = _parent(path)
-        write = _put_executor().submit(self._put_ahead, path, data)
+        write = _put_pool.get().submit(self._put_ahead, path, data)
         with self._ahead_lock:
             self._ahead.setdefault(directory, set()).add(write)
         write.add_done_callback(lambda w: self._landed(directory, w))

@@ -18,10 +18,8 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import itertools
-import os
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,6 +29,7 @@ import pyarrow.compute as pc
 from acidstream.acid.errors import SerializationError
 from acidstream.acid.partition_name import check_partition_value
 from acidstream.acid.schema import HiveType, TableSchema
+from acidstream.acid.thread_pools import SharedPool
 from acidstream.ingest.number_gate import float_gate, int_gate, plain_float_cast, plain_int_cast
 from acidstream.ingest.record_common import Encoded, EncodedBlock
 from acidstream.ingest.record_convert import (
@@ -88,28 +87,8 @@ def block_read_size(nbytes: int, longest: int) -> int:
 
 
 _PART_MIN = 64 << 10  # bytes: below this a part's parse costs less than handing it over
-_parts_pool: ThreadPoolExecutor | None = None
-_parts_lock = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _parts_pool
-    with _parts_lock:
-        if _parts_pool is None:
-            _parts_pool = ThreadPoolExecutor(
-                max(1, pa.cpu_count() - 1), thread_name_prefix="acidstream-read"
-            )
-        return _parts_pool
-
-
-def _forget_pool_in_child() -> None:
-    # A forked child has none of the parent's threads: a pool made before the fork would
-    # take work and never run it. The child makes its own on first use.
-    global _parts_pool, _parts_lock
-    _parts_pool, _parts_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_in_child)
+# The parse parts' threads (a forked child makes its own: acidstream.acid.thread_pools).
+_parts_pool = SharedPool("acidstream-read", lambda: pa.cpu_count() - 1)
 
 
 def read_line_parts(data: bytes, read: Callable[[pa.Buffer], pa.Table]) -> pa.Table:
@@ -136,7 +115,7 @@ def read_line_parts(data: bytes, read: Callable[[pa.Buffer], pa.Table]) -> pa.Ta
     parts.append(buf.slice(cuts[-1]))
     if len(parts) == 1:
         return read(buf)
-    futures: list[Future[pa.Table]] = [_pool().submit(read, p) for p in parts[1:]]
+    futures: list[Future[pa.Table]] = [_parts_pool.get().submit(read, p) for p in parts[1:]]
     tables: list[pa.Table] = []
     error: BaseException | None = None
     try:
