@@ -16,6 +16,11 @@ What an object store gives, and how the ACID format lives with it:
   and uploaded: closing any file created in that directory waits for it and fails if it
   failed, so whatever commits after the file's close finds both objects complete. On S3
   a new delta's commit then waits for one round trip instead of two in a row.
+- On an S3-compatible endpoint a whole object (a created file below s3fs's block size, a
+  small conditional put) is one PUT signed and sent from the calling thread
+  (:mod:`acidstream.acid.storage_s3put`), not through aiobotocore's pipeline on s3fs's one
+  event-loop thread: the same request for a fifth of the client CPU. Where s3fs's request
+  would differ, s3fs sends it.
 - Listing by prefix (no directories: an empty "directory" does not exist); deletes in bulk.
 - Idempotent calls (reads, listings, HEADs, deletes, conditional puts of whole small
   objects) are retried with backoff on throttling and timeouts, by this layer alone: the
@@ -35,6 +40,7 @@ from typing import IO, Any, cast
 
 from acidstream.acid.storage import RetryPolicy, Storage
 from acidstream.acid.storage_errors import store_error
+from acidstream.acid.storage_s3put import DirectPut
 from acidstream.acid.thread_pools import SharedPool
 
 __all__ = ["ObjectStorage", "object_store_options"]
@@ -130,8 +136,24 @@ class ObjectStorage(Storage):
         completes, closing raises ``FileExistsError`` and nothing is replaced. A failed
         write or close aborts the upload (no object, no multipart upload left)."""
         mode = "wb" if overwrite else "xb"
-        raw = self._call("create", path, lambda: self.fs.open(path, mode), retry=False)
+        direct = self._direct()
+        if direct is not None:
+            # Held in memory and PUT whole on close (a file past s3fs's block size goes on
+            # as s3fs's multipart upload): one signed request, no aiobotocore pipeline.
+            raw: Any = _HeldObject(self, path, direct, mode)
+        else:
+            raw = self._call("create", path, lambda: self.fs.open(path, mode), retry=False)
         return cast("IO[bytes]", _StoreFile(self, path, raw))
+
+    def _direct(self) -> DirectPut | None:
+        """The lean PUT for this store (:mod:`storage_s3put`), or ``None``: s3fs's."""
+        return DirectPut.for_fs(self.fs) if self._s3 else None
+
+    def _put_whole(self, direct: DirectPut, path: str, data: bytes, *, if_absent: bool) -> None:
+        """One PUT of a whole object by ``direct`` (``path``: ``bucket/key``)."""
+        bucket, key, _ = self.fs.split_path(path)
+        direct.put(bucket, key, data, if_absent=if_absent)
+        self.fs.invalidate_cache(path)
 
     def write_bytes_if_absent(self, path: str, data: bytes) -> bool:
         """Write a small object unless it exists (one conditional PUT, retried on
@@ -139,8 +161,16 @@ class ObjectStorage(Storage):
         that landed reports ``False``: the object holds ``data`` either way."""
         if not self._s3:
             return super().write_bytes_if_absent(path, data)
+        direct = self._direct()
+
+        def put() -> None:
+            if direct is not None:
+                self._put_whole(direct, path, data, if_absent=True)
+            else:
+                self.fs.pipe_file(path, data, mode="create")
+
         try:
-            self._call("write", path, lambda: self.fs.pipe_file(path, data, mode="create"))
+            self._call("write", path, put)
         except FileExistsError:
             return False
         return True
@@ -408,6 +438,78 @@ class _StoreFile:
             ):
                 raise store_error(self._storage, doing, self.path, e) from e
             raise
+
+
+class _HeldObject:
+    """(The writer's thread.) An object being written through :class:`DirectPut`: its
+    bytes are held in memory and PUT whole when it is closed (a conditional put in mode
+    ``"xb"``), so nothing of it is visible before, and a discard sends nothing. Past the
+    filesystem's block size (s3fs's own single-PUT limit) the bytes go on as s3fs's file,
+    a multipart upload, with s3fs's semantics."""
+
+    def __init__(self, storage: ObjectStorage, path: str, direct: DirectPut, mode: str) -> None:
+        self._storage = storage
+        self._direct = direct
+        self.path = path
+        self.mode = mode
+        self.closed = False
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._limit = int(getattr(storage.fs, "default_block_size", 0) or 5 * 2**20)
+        self._spilled: Any = None  # s3fs's file, once past the limit
+
+    def readable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return not self.closed
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._size
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        chunk = bytes(data)
+        self._size += len(chunk)
+        if self._spilled is not None:
+            return int(self._spilled.write(chunk))
+        self._chunks.append(chunk)
+        if self._size > self._limit:
+            self._spilled = self._storage.fs.open(self.path, self.mode)
+            held, self._chunks = b"".join(self._chunks), []
+            self._spilled.write(held)
+        return len(chunk)
+
+    def flush(self) -> None:
+        if self._spilled is not None:
+            self._spilled.flush()
+
+    def close(self) -> None:
+        """Send the object (one PUT, or the multipart upload's completion)."""
+        if self.closed:
+            return
+        self.closed = True  # as fsspec's files: a failed close is not retried by closing
+        if self._spilled is not None:
+            self._spilled.close()
+            return
+        data, self._chunks = b"".join(self._chunks), []
+        self._storage._put_whole(self._direct, self.path, data, if_absent=self.mode == "xb")
+
+    def discard(self) -> None:
+        """Drop the object: nothing was sent, or abort the multipart upload."""
+        self.closed = True
+        self._chunks = []
+        spilled, self._spilled = self._spilled, None
+        if spilled is not None:
+            try:
+                spilled.discard()  # (its abort may fail: the caller logs it)
+            finally:
+                # fsspec's buffered files would complete the upload when garbage-collected.
+                spilled.closed = True
 
 
 def _caller_set_retries(fs: Any) -> bool:
