@@ -35,6 +35,9 @@ __all__ = ["StitchedPieces"]
 
 _UTC = ZoneInfo("UTC")
 _ORC_HEADER = b"ORC"
+# Pieces of at least this many bytes start their write-back as they reach the file (a
+# big write's stripes, while the next ones encode); smaller ones wait for the sync.
+_WRITEBACK_MIN = 1 << 20
 
 
 class StitchedPieces:
@@ -232,9 +235,11 @@ class StitchedPieces:
         else:
             self._raw.write(data[0 if first else header : len(data) - tail.tail_length])
             body = len(data) - header - tail.tail_length
-        if self.sync:
+        if self.sync and body >= _WRITEBACK_MIN:
             # The commit's fdatasync comes soon: let the disk start on the stripes now.
             # (Not in durability flush: no sync follows, and starting the write-back can
-            # itself wait when the device's queue is full.)
+            # itself wait when the device's queue is full. Nor for a small piece: its
+            # fdatasync follows at once, and the early start only added a call that
+            # allocates the blocks and queues the write the sync would queue anyway.)
             self.storage.start_writeback(self._raw)
         self._stitch.add_piece(tail, body_start=self._stitch.next_body_start, body_length=body)

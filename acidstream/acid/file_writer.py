@@ -28,8 +28,10 @@ final footer) syncs the file (``fsync``) or hands it to the OS (``flush``);
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import count, repeat
 from typing import IO, Any, BinaryIO, ClassVar, Literal, cast
 from zoneinfo import ZoneInfo
@@ -157,23 +159,16 @@ class AcidFileWriter(StitchedPieces):
         self.streaming = streaming
         self.sync = durability == "fsync"
         base = options or OrcWriterOptions()
-        if kind == "insert":
-            self.options = base.delta_options(streaming=streaming)
-        else:
-            # Hive's delete-delta and base writers use fresh options: no ratio, no streaming tweaks.
-            self.options = base
+        # What follows from the table and the options only, worked out once per table
+        # (a streaming writer at batch 1 opens a file per commit).
+        setup = _file_setup(schema, base, kind, streaming)
+        self.options = setup.options
         # Bloom filters of the table's columns (orc.bloom.filter.columns) on files that
-        # carry rows; a delete event's row is null, so its files get none.
-        self._bloom = (
-            {} if kind == "delete" else self.options.bloom_filter_kwargs(schema.orc_event_schema())
-        )
-        # ... and of a spliced piece, whose file pyarrow writes holds the rows only (the
-        # event columns are spliced in and the ids renumbered: acid.orc_events).
-        self._bloom_rows = (
-            self.options.bloom_filter_kwargs(f"struct<row:{schema.row_type()}>")
-            if self._bloom
-            else {}
-        )
+        # carry rows; a delete event's row is null, so its files get none; and of a
+        # spliced piece, whose file pyarrow writes holds the rows only (the event columns
+        # are spliced in and the ids renumbered: acid.orc_events). Shared: read only.
+        self._bloom = setup.bloom
+        self._bloom_rows = setup.bloom_rows
         directory = path.rsplit("/", 1)[0]
         storage.makedirs(directory)
         # The delta's format marker is made durable with this file's first sync.
@@ -221,9 +216,9 @@ class AcidFileWriter(StitchedPieces):
                 self._stitch = StripeStitcher()
             # Otherwise the encoder is made by the first write (_direct_writer), unless
             # that write is of inserts: the file is then stitched (_write_arrow_inserts).
-            self._row_type = pa.struct([pa.field(n, t.to_arrow()) for n, t in schema.columns])
-        self._has_timestamps = "timestamp" in schema.to_spec()
-        self._has_structs = "struct<" in schema.to_spec()
+            self._row_type = setup.row_type
+        self._has_timestamps = setup.has_timestamps
+        self._has_structs = setup.has_structs
         self._segments: list[Segment] = []
         self._starts: list[int] = []
         self._rows = 0
@@ -808,6 +803,42 @@ class AcidFileWriter(StitchedPieces):
             self.close()
         else:
             self.abort()
+
+
+@dataclass(frozen=True, slots=True)
+class _FileSetup:
+    """What an :class:`AcidFileWriter` derives from its table and options alone."""
+
+    options: OrcWriterOptions
+    bloom: dict[str, Any]
+    bloom_rows: dict[str, Any]
+    row_type: pa.StructType
+    has_timestamps: bool
+    has_structs: bool
+
+
+@functools.lru_cache(maxsize=256)
+def _file_setup(
+    schema: TableSchema, base: OrcWriterOptions, kind: FileKind, streaming: bool
+) -> _FileSetup:
+    """The writer's settings for a file of ``kind`` of this table (cached: the same for
+    every file a writer opens)."""
+    if kind == "insert":
+        options = base.delta_options(streaming=streaming)
+    else:
+        # Hive's delete-delta and base writers use fresh options: no ratio, no streaming tweaks.
+        options = base
+    bloom = {} if kind == "delete" else options.bloom_filter_kwargs(schema.orc_event_schema())
+    bloom_rows = options.bloom_filter_kwargs(f"struct<row:{schema.row_type()}>") if bloom else {}
+    spec = schema.to_spec()
+    return _FileSetup(
+        options=options,
+        bloom=bloom,
+        bloom_rows=bloom_rows,
+        row_type=pa.struct([pa.field(n, t.to_arrow()) for n, t in schema.columns]),
+        has_timestamps="timestamp" in spec,
+        has_structs="struct<" in spec,
+    )
 
 
 def sync_data_of(writers: Sequence[AcidFileWriter]) -> None:

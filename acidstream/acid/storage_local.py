@@ -86,9 +86,16 @@ class LocalStorage(Storage):
         os.makedirs(path, exist_ok=True)
 
     def create(self, path: str, *, overwrite: bool = False) -> IO[bytes]:
-        """Open a new file for writing (``O_EXCL`` unless ``overwrite``: race-free)."""
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        return open(path, "wb" if overwrite else "xb")
+        """Open a new file for writing (``O_EXCL`` unless ``overwrite``: race-free); its
+        directory is made when missing."""
+        mode = "wb" if overwrite else "xb"
+        try:
+            # The directory usually exists (the writer made it, or a file beside this one
+            # did): the open alone, not a mkdir and a stat before it on every file.
+            return open(path, mode)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return open(path, mode)
 
     def durable_flush(self, f: IO[bytes], *, sync: bool = True) -> None:
         f.flush()

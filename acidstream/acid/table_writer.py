@@ -440,11 +440,24 @@ class TableWriter:
 
         Every file's final footer is written first, then all are synced together (one
         wait for the disk), then closed."""
+        sync_data_of(self.end_files())
+        self.finish_ended()
+
+    def end_files(self) -> list[AcidFileWriter]:
+        """The first half of :meth:`close`: the final footer of every insert file, not yet
+        durable; returns the files, to sync (:func:`sync_data_of`, possibly on another
+        thread while the caller runs its commit's statements), then :meth:`finish_ended`.
+        Raises on the first failure, leaving the rest to :meth:`abandon`."""
         files = list(self._files.values())
         for w in files:
             w.end()
-        sync_data_of(files)
-        for w in files:
+        return files
+
+    def finish_ended(self) -> None:
+        """The second half of :meth:`close`, once the files :meth:`end_files` returned are
+        durable: close them (side files deleted) and forget them. Nothing to do once
+        done (or once :meth:`abandon` gave them up)."""
+        for w in self._files.values():
             w.finish()
         self._forget()
 

@@ -39,7 +39,6 @@ from acidstream.acid.placement import Placement, TableLayout
 from acidstream.acid.schema import TableSchema
 from acidstream.acid.table_name import TableName
 from acidstream.acid.table_writer import TableWriter, WriteTarget
-from acidstream.acid.writer import AcidFileWriter
 from acidstream.ingest.call_args import partition_values, row_tuples
 from acidstream.ingest.dead_letter import DeadLetterWriter
 from acidstream.ingest.footer_sync import FooterSyncer, PendingFooters
@@ -665,19 +664,19 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
 
             out = self._buffers()
 
-            def write_footers() -> list[tuple[AcidFileWriter, int]]:
-                if last:  # final footers, durable, side files deleted
+            def write_footers() -> PendingFooters | None:
+                if last:  # final footers, synced while the commit's statements run
                     out.drain(b.current_write_id)
-                    out.close()
-                    return []
-                return out.write_footers(b.current_write_id)
+                    return self._syncer.start_final(out.end_files(), out.finish_ended)
+                footers = out.write_footers(b.current_write_id)
+                if not footers:
+                    return None
+                return self._syncer.start(footers, inline=self._store.database.serialises_writers)
 
-            footers = self._storage_step(b, write_footers)
             # The files' fdatasyncs, then, inside the commit's DB transaction and before
-            # its COMMIT, the side files get the new lengths (durably, after the data).
-            synced = None
-            if footers:
-                synced = self._syncer.start(footers, inline=self._store.database.serialises_writers)
+            # its COMMIT, the side files get the new lengths (durably, after the data),
+            # or, the batch's last txn, the files are closed and their side files deleted.
+            synced = self._storage_step(b, write_footers)
             try:
                 b.commit(
                     partitions=sorted(self._touched), key=key, value=value,
@@ -696,6 +695,10 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             finally:
                 if synced is not None:
                     synced.wait()  # the files are the writer's again
+                    if last and synced.data.exception() is None and self._out is out:
+                        # A commit that failed before its COMMIT: its files are whole
+                        # and durable, closed as before (a txn not committed is hidden).
+                        out.finish_ended()
             self._stats.add("committed_transactions")
 
     def _synced(self, b: TransactionBatch, synced: PendingFooters) -> None:

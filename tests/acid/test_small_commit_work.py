@@ -1,0 +1,112 @@
+"""The fixed work of a small commit's file (issue 33: 1,000-row commits at batch 1).
+
+A streaming connection at batch 1 opens a new file per commit, so what every file
+repeats is paid per commit: its settings derived from the table (worked out once per
+table), a ``mkdir`` before each create of a file in a directory that exists (only when
+the directory is missing), and the early write-back of a piece whose ``fdatasync``
+follows at once (only for big pieces).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.orc as pa_orc
+import pytest
+
+from acidstream.acid.file_writer import AcidFileWriter
+from acidstream.acid.orc_options import OrcWriterOptions
+from acidstream.acid.schema import TableSchema
+from acidstream.acid.storage import Storage
+
+SCHEMA = TableSchema.parse("id bigint, name string, salary int")
+
+
+def _rows(n: int, *, wide: bool = False) -> pa.Table:
+    ids = np.arange(n, dtype=np.int64)
+    names = [os.urandom(48).hex() for _ in range(n)] if wide else [f"n{i}" for i in range(n)]
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "name": pa.array(names),
+            "salary": pa.array((ids % 1000).astype(np.int32)),
+        }
+    )
+
+
+def _writer(storage: Storage, root: str, write_id: int) -> AcidFileWriter:
+    name = f"delta_{write_id:07d}_{write_id:07d}_0000"
+    return AcidFileWriter(
+        storage,
+        storage.join(root, name, "bucket_00000"),
+        SCHEMA,
+        kind="insert",
+        bucket_id=0,
+        options=OrcWriterOptions(),
+    )
+
+
+def test_a_small_piece_waits_for_its_sync_and_a_big_one_starts_its_write_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    started: list[str] = []
+    real = storage.start_writeback
+
+    def counted(f: IO[bytes]) -> None:
+        started.append(f.name if isinstance(f.name, str) else "")
+        real(f)
+
+    monkeypatch.setattr(storage, "start_writeback", counted)
+    small = _writer(storage, root, 1)
+    small.insert_arrow(1, _rows(1000))
+    small.close()
+    assert started == []  # 1,000 rows: the close's fdatasync does it all
+    big = _writer(storage, root, 2)
+    big.insert_arrow(2, _rows(100_000, wide=True))  # ~5 MB of stripes
+    big.close()
+    assert started  # (one per piece)
+    for wid, n in ((1, 1000), (2, 100_000)):
+        path = tmp_path / f"delta_{wid:07d}_{wid:07d}_0000" / "bucket_00000"
+        assert pa_orc.ORCFile(str(path)).nrows == n
+
+
+def test_the_files_of_one_table_share_the_settings_derived_from_it(tmp_path: Path) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    a, b = _writer(storage, root, 1), _writer(storage, root, 2)
+    assert a.options is b.options  # the delta options, derived once
+    assert a._row_type is b._row_type
+    assert a.options.stripe_size == OrcWriterOptions().stripe_size // 8  # Hive's delta ratio
+    for w in (a, b):
+        w.abort()
+
+
+def test_a_file_is_created_without_a_mkdir_where_its_directory_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage, root = Storage.for_path(str(tmp_path))
+    made: list[str] = []
+    real = os.mkdir
+
+    def counted(path: str, *args: int, **kwargs: int) -> None:
+        made.append(str(path))
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", counted)
+    with storage.create(storage.join(root, "a", "b", "f1")) as f:  # missing: made
+        f.write(b"1")
+    assert made == [str(tmp_path / "a"), str(tmp_path / "a" / "b")]
+    made.clear()
+    with storage.create(storage.join(root, "a", "b", "f2")) as f:  # exists: the open only
+        f.write(b"2")
+    assert made == []
+    with pytest.raises(FileExistsError):
+        storage.create(storage.join(root, "a", "b", "f2"))
+    with storage.create(storage.join(root, "a", "b", "f2"), overwrite=True) as f:
+        f.write(b"3")
+    assert (tmp_path / "a" / "b" / "f2").read_bytes() == b"3"
+    assert made == []

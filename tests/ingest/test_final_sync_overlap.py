@@ -1,0 +1,89 @@
+"""The batch's last commit syncs its files while the metastore runs the commit's
+statements (issue 33: 1,000-row commits at batch 1), and still commits only after them.
+
+Real SQLite metastore, real files: ``fdatasync`` is observed (the real call runs), and
+at the data file's sync the metastore connection must be inside the commit's DB
+transaction, with the txn not yet committed for any other client.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acidstream.ingest.connection import StreamingConnection, StreamingOptions
+from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.catalog import TableDef
+from acidstream.txn.store import TxnState, open_store
+from acidstream.txn.store_sqlite import SqliteDatabase
+
+
+@dataclass(frozen=True)
+class DataSync:
+    thread: str
+    in_commit: bool  # the writer's metastore connection was inside a DB transaction
+    txn_state: TxnState  # the txn, as another client saw it meanwhile
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_last_commit_of_a_batch_runs_its_statements_during_the_file_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    url = f"sqlite:///{tmp_path}/m.db"
+    with open_store(url, warehouse=str(tmp_path / "wh")) as store, open_store(url) as other:
+        store.create_table(
+            TableDef("default", "t", (("id", "int"), ("msg", "string")),
+                     parameters={"transactional": "true"})
+        )  # fmt: skip
+        db = store.database
+        assert isinstance(db, SqliteDatabase)
+        current: list[int] = []
+        seen: list[DataSync] = []
+        lock = threading.Lock()
+        real = os.fdatasync
+        began = threading.Event()  # the writer's metastore began a DB transaction
+        real_begin = db._begin
+
+        def begin(*, write: bool) -> None:
+            real_begin(write=write)
+            began.set()
+
+        def watch(fd: int) -> None:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if path.endswith("bucket_00000") and current:
+                if threading.current_thread() is not threading.main_thread():
+                    # A sync off the writing thread: the commit's DB transaction begins
+                    # meanwhile (the writer does not wait for the sync to begin it).
+                    began.wait(timeout=30)
+                conn: Any = db._conn
+                state = other.txn_state(current[-1])
+                with lock:
+                    seen.append(
+                        DataSync(threading.current_thread().name, conn.in_transaction, state)
+                    )
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", watch)
+        monkeypatch.setattr(db, "_begin", begin)
+        with StreamingConnection(
+            "t", record_writer=StrictJsonWriter(), store=store,
+            options=StreamingOptions(txns_per_batch=batch, housekeeping_interval_s=None),
+        ) as conn:  # fmt: skip
+            for k in range(batch):
+                current.append(conn.begin_transaction())
+                conn.write_many([f'{{"id": {k}, "msg": "m"}}'.encode()])
+                began.clear()
+                conn.commit_transaction()
+                assert other.txn_state(current[-1]) is TxnState.COMMITTED
+        # The batch's last commit: its file synced on the sync thread inside the commit's
+        # DB transaction (its statements ran meanwhile), the txn still open for others.
+        last = seen[-1]
+        assert last.thread.startswith("acidstream-sync")
+        assert last.in_commit
+        assert last.txn_state is TxnState.OPEN
+        assert len(seen) == batch  # one data sync per commit
