@@ -25,6 +25,7 @@ retries them as it does s3fs's. This module never retries: its caller decides.
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import select
 import ssl
@@ -92,6 +93,7 @@ class DirectPut:
         self._ssl = ssl.create_default_context(cafile=ca_bundle) if self._https else None
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+        self._pid = os.getpid()  # whose connections _idle holds
 
     @classmethod
     def for_fs(cls, fs: Any) -> DirectPut | None:
@@ -152,6 +154,11 @@ class DirectPut:
         return response.status, response.reason, body
 
     def _take(self) -> http.client.HTTPConnection:
+        if self._pid != os.getpid():
+            # A forked child: the kept sockets are shared with the parent, whose requests
+            # on them would interleave with this process's. Forget them (not closed: a
+            # TLS close would end the parent's session).
+            self._idle, self._lock, self._pid = [], threading.Lock(), os.getpid()
         with self._lock:
             while self._idle:
                 conn = self._idle.pop()

@@ -6,10 +6,12 @@ thread serialised the client CPU of a commit's two PUTs; where s3fs's request wo
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3  # type: ignore[import-untyped]
 import fsspec.asyn
@@ -171,3 +173,103 @@ def test_s3fs_sends_the_puts_it_must(s3_warehouse: S3Warehouse, tmp_path: Path) 
         "s3", anon=True, endpoint_url=s3_warehouse.server.endpoint, skip_instance_cache=True
     )
     assert DirectPut.for_fs(anon) is None
+
+
+class _KeepAliveS3(BaseHTTPRequestHandler):
+    """An HTTP/1.1 endpoint that keeps connections open (moto's closes each one): answers
+    every PUT 200 and records which connection (client port) carried it; a PUT whose key
+    ends in ``-last`` is the connection's last (the server closes it after answering
+    without saying so, as a store's idle timeout does)."""
+
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[list[tuple[int, str, bytes]]] = []
+
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.seen.append((self.client_address[1], self.path, body))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        if self.path.endswith("-last"):
+            self.close_connection = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _KeepAliveS3)
+        self.closed_one = threading.Event()
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        self.closed_one.set()
+
+
+def test_a_kept_connection_is_reused_and_one_the_server_closed_is_not() -> None:
+    """Against a keep-alive endpoint, PUTs one after the other share one connection; once
+    the server closed it, the next PUT opens a new one and lands, instead of failing on the
+    dead socket."""
+    from botocore.credentials import ReadOnlyCredentials
+
+    _KeepAliveS3.seen = []
+    server = _Server()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        put = DirectPut(
+            f"http://127.0.0.1:{server.server_address[1]}",
+            REGION,
+            ReadOnlyCredentials("k", "s", None, None),
+        )
+        put.put("bkt", "a/1", b"one", if_absent=True)
+        put.put("bkt", "a/2-last", b"two", if_absent=False)
+        assert server.closed_one.wait(WAIT_S)
+        put.put("bkt", "a/3", b"three", if_absent=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [(t, b) for _, t, b in _KeepAliveS3.seen] == [
+        ("/bkt/a/1", b"one"),
+        ("/bkt/a/2-last", b"two"),
+        ("/bkt/a/3", b"three"),
+    ]
+    ports = [p for p, _, _ in _KeepAliveS3.seen]
+    assert ports[0] == ports[1] != ports[2]
+
+
+def test_a_forked_child_does_not_use_its_parents_kept_connection() -> None:
+    """A child forked while the parent keeps a connection opens its own (sharing the
+    parent's socket would interleave the two processes' requests); the parent's stays
+    usable."""
+    from botocore.credentials import ReadOnlyCredentials
+
+    _KeepAliveS3.seen = []
+    server = _Server()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        put = DirectPut(
+            f"http://127.0.0.1:{server.server_address[1]}",
+            REGION,
+            ReadOnlyCredentials("k", "s", None, None),
+        )
+        put.put("bkt", "parent/1", b"p1", if_absent=True)
+        pid = os.fork()
+        if pid == 0:  # the child: exit status says whether its PUT landed
+            code = 1
+            try:
+                put.put("bkt", "child/1", b"c1", if_absent=True)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        put.put("bkt", "parent/2", b"p2", if_absent=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    by_path = {t: p for p, t, _ in _KeepAliveS3.seen}
+    assert set(by_path) == {"/bkt/parent/1", "/bkt/child/1", "/bkt/parent/2"}
+    assert by_path["/bkt/parent/1"] == by_path["/bkt/parent/2"] != by_path["/bkt/child/1"]
