@@ -13,11 +13,15 @@ of a session starts Spark's Python workers; the first read, each client's import
 ``--repeat R`` (default 2) runs R rounds, the clients' order reversed every other round,
 and keeps each client's best floor and best job: in one-round runs the client measured
 second had the faster job whichever it was (docs/benchmarks.md, fifth session).
+Floor and job read with the same source options, ``minPartitions`` included
+(``--min-partitions``, default partitions x cores, so that every core has as many ranges
+to read: 3 topic-partitions on 2 cores left one core idle for the last third of the batch).
 Targets: acid >= 0.8x its floor with either client; the job with confluent-kafka >= 1.6x
 the job's events/s with kafka-python. Exit 1 when one is missed.
 
 Usage: python benchmarks/kafka_to_table.py [--events 1000000] [--partitions 3]
            [--txns-per-batch 1] [--clients kafka-python,confluent] [--repeat 2]
+           [--min-partitions N]
 """
 
 from __future__ import annotations
@@ -46,9 +50,16 @@ FLOOR_TARGET = 0.8  # the job's events/s over its floor's, with either client
 
 
 def floor_run(
-    spark: Any, bootstrap: str, topic: str, root: Path, client: str, attempt: int = 0
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    root: Path,
+    client: str,
+    attempt: int = 0,
+    min_partitions: int = 0,
 ) -> float:
-    """Seconds of the floor query: the source with ``client`` and ``batch_df.write.orc``."""
+    """Seconds of the floor query: the source with ``client`` (and the job's
+    ``minPartitions``) and ``batch_df.write.orc``."""
     from acidstream.sources.kafka import KafkaSource
 
     spark.dataSource.register(KafkaSource)
@@ -58,14 +69,18 @@ def floor_run(
     def write(df: Any, batch_id: int) -> None:
         df.write.mode("append").orc(out)
 
-    q = (
+    reader = (
         spark.readStream.format("acidkafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endOffsetsFrom", "fetch")
         .option("kafka.client", client)
-        .load()
+    )
+    if min_partitions:
+        reader = reader.option("minPartitions", str(min_partitions))
+    q = (
+        reader.load()
         .writeStream.foreachBatch(write)
         .option("checkpointLocation", str(root / f"floor_ckpt_{name}"))
         .trigger(availableNow=True)
@@ -126,7 +141,13 @@ class _FastProducer:
 
 
 def job_config(
-    bootstrap: str, topic: str, root: Path, client: str, txns: int, attempt: int = 0
+    bootstrap: str,
+    topic: str,
+    root: Path,
+    client: str,
+    txns: int,
+    attempt: int = 0,
+    min_partitions: int = 0,
 ) -> KafkaJobConfig:
     """The Kafka job reading ``topic`` with ``client`` into a table of its own."""
     table = f"bench_{client.replace('-', '_')}_{attempt}"
@@ -144,6 +165,7 @@ def job_config(
             "checkpoint": str(root / f"ckpt_{table}"),
             "sink.sink_id": table,
             "sink.txns_per_batch": txns,
+            "kafka.min_partitions": min_partitions or None,
         },
         env={},
     )
@@ -165,14 +187,19 @@ def _measure(
     print(f"[floor] {client} (round {rnd + 1}): batch_df.write.orc ...", flush=True)
     secs = retried(
         "floor",
-        lambda attempt: floor_run(spark, bootstrap, topic, root, client, 100 * rnd + attempt),
+        lambda attempt: floor_run(
+            spark, bootstrap, topic, root, client, 100 * rnd + attempt, args.min_partitions
+        ),
     )
     floor[client] = min(secs, floor.get(client, secs))
     print(f"[floor] {client}: {args.events / secs:,.0f} events/s", flush=True)
     print(f"[acid] {client} (round {rnd + 1}): the Kafka job (AcidSink) ...", flush=True)
 
     def job(attempt: int) -> Any:
-        cfg = job_config(bootstrap, topic, root, client, args.txns_per_batch, 100 * rnd + attempt)
+        cfg = job_config(
+            bootstrap, topic, root, client, args.txns_per_batch, 100 * rnd + attempt,
+            args.min_partitions,
+        )  # fmt: skip
         return run_kafka_job(cfg, bootstrap=bootstrap, spark=spark)
 
     res = retried("acid", job)
@@ -197,6 +224,14 @@ def main() -> int:
         help="kafka.client values to run, in this order (comma-separated)",
     )
     ap.add_argument(
+        "--min-partitions",
+        type=int,
+        default=-1,
+        help="the source's minPartitions, for the floor and the job alike (0: one task per "
+        "topic-partition; default: partitions x the session's cores, each topic-partition "
+        "read in one range per core)",
+    )
+    ap.add_argument(
         "--repeat", type=int, default=2, help="rounds, the clients' order reversed every other one"
     )
     args = ap.parse_args()
@@ -216,10 +251,20 @@ def main() -> int:
             producer.close()
             print(f"[produce] {args.events:,} events in {time.perf_counter() - t:.1f}s", flush=True)
             spark = spark_session(job_config(broker.bootstrap, topic, root, clients[0], 1))
+            if args.min_partitions < 0:
+                args.min_partitions = args.partitions * spark.sparkContext.defaultParallelism
             for client in clients:
                 took = retried(
                     "warm-up",
-                    functools.partial(floor_run, spark, broker.bootstrap, "warmup", root, client),
+                    functools.partial(
+                        floor_run,
+                        spark,
+                        broker.bootstrap,
+                        "warmup",
+                        root,
+                        client,
+                        min_partitions=args.min_partitions,
+                    ),
                 )
                 print(f"[warm-up] {client}: {took:.1f}s (not timed)", flush=True)
             for rnd in range(max(1, args.repeat)):
@@ -230,8 +275,9 @@ def main() -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print()
-    print(f"events: {args.events:,}, partitions: {args.partitions}, txns per micro-batch: "
-          f"{args.txns_per_batch}, best of {max(1, args.repeat)} rounds")  # fmt: skip
+    print(f"events: {args.events:,}, partitions: {args.partitions}, minPartitions: "
+          f"{args.min_partitions}, txns per micro-batch: {args.txns_per_batch}, "
+          f"best of {max(1, args.repeat)} rounds")  # fmt: skip
     print(f"{'client':<14} {'floor ev/s':>11} {'job ev/s':>10} {'job/floor':>9}")
     ok = True
     for client in clients:

@@ -46,6 +46,10 @@ class KafkaSettings:
     partitions: int = 3
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
+    # The source's minPartitions: the least number of tasks a micro-batch is read (and
+    # written) in; ranges are split when the topic has fewer partitions (None: one task
+    # per topic-partition).
+    min_partitions: int | None = None
     fail_on_data_loss: bool = True
     end_offsets_from: str | None = None  # the source's endOffsetsFrom (fetch: for Tansu)
     client: str = "auto"  # the source's kafka.client: auto | confluent | kafka-python
@@ -185,6 +189,7 @@ KAFKA_FIELDS = fields_of(
     KafkaSettings,
     Field(name="partitions", min=1),
     Field(name="max_offsets_per_trigger", min=1),
+    Field(name="min_partitions", min=1),
     Field(name="client", choices=("auto", "confluent", "kafka-python")),
 )
 TABLE_FIELDS = fields_of(TableSettings)

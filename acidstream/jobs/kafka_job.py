@@ -347,6 +347,8 @@ def _run(
         reader = reader.option("endOffsetsFrom", config.kafka.end_offsets_from)
     if config.kafka.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
+    if config.kafka.min_partitions:
+        reader = reader.option("minPartitions", str(config.kafka.min_partitions))
     sink = make_sink(config, lineage=_lineage(config.checkpoint))
     progress = _Progress(config, servers)
     rows = 0

@@ -481,11 +481,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None if self._latest_seen is None else _to_json_offsets(self._latest_seen)
 
     def partitions(self, start: dict, end: dict) -> Sequence[KafkaInputPartition]:
-        """Driver: one :class:`KafkaInputPartition` per topic-partition with data.
+        """Driver: one :class:`KafkaInputPartition` per topic-partition with data, or
+        more with ``minPartitions`` (large ranges split, :func:`split_ranges`).
 
-        Deterministic from ``(start, end)`` alone, so a batch replayed after a
-        restart reads the same ranges. A partition missing from ``start`` is
-        new and starts at 0.
+        Deterministic from ``(start, end)`` and the options alone, so a batch
+        replayed after a restart reads the same ranges. A partition missing from
+        ``start`` is new and starts at 0.
         """
         begin = _to_tp_map(start)
         out = []
@@ -493,7 +494,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             first = begin.get((topic, p), 0)
             if stop > first:
                 out.append(KafkaInputPartition(topic=topic, partition=p, start=first, end=stop))
-        return out
+        return split_ranges(out, self.opts.min_partitions)
 
     def commit(self, end: dict) -> None:
         """Driver: nothing to do; offsets live in Spark's checkpoint, not in Kafka."""
@@ -603,6 +604,43 @@ def _read_range(
             yield arrow_batch(arrow_schema, part, cols, ttypes)
     finally:
         consumer.close(autocommit=False)
+
+
+def split_ranges(
+    ranges: Sequence[KafkaInputPartition], min_partitions: int | None
+) -> list[KafkaInputPartition]:
+    """Driver: ``ranges`` split into at least about ``min_partitions`` (Spark's
+    ``KafkaOffsetRangeCalculator``): a range gets ``round(size / total * n)`` parts of
+    near-equal size, where ranges too small to split are left whole and taken out of
+    the share. ``None``, or already as many ranges: ``ranges`` unchanged.
+
+    Why: a micro-batch of 3 topic-partitions on 2 cores runs its third task alone, one
+    core idle for a third of the batch; 6 ranges keep both busy to the end."""
+    ranges = [r for r in ranges if r.end > r.start]
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return list(ranges)
+
+    def parts(size: int, total: int, n: int) -> int:
+        # Scala's math.round: half up.
+        return max(math.floor(size / total * n + 0.5), 1) if total > 0 else 1
+
+    total = sum(r.end - r.start for r in ranges)
+    whole = [r for r in ranges if parts(r.end - r.start, total, min_partitions) == 1]
+    split_total = total - sum(r.end - r.start for r in whole)
+    split_n = max(min_partitions - len(whole), 1)
+    out: list[KafkaInputPartition] = []
+    for r in ranges:
+        k = 1 if r in whole else parts(r.end - r.start, split_total, split_n)
+        remaining, first = r.end - r.start, r.start
+        for i in range(k):
+            this = remaining // (k - i)  # the last part takes the rounding
+            remaining -= this
+            stop = min(first + this, r.end)
+            if stop > first:
+                out.append(KafkaInputPartition(topic=r.topic, partition=r.partition,
+                                               start=first, end=stop))  # fmt: skip
+            first = stop
+    return out
 
 
 def _rate_limit(limit: int, begin: Mapping[_TP, int], until: Mapping[_TP, int]) -> dict[_TP, int]:

@@ -30,6 +30,7 @@ OPT_SUBSCRIBE = "subscribe"
 OPT_STARTING = "startingOffsets"
 DEFAULT_STARTING = "latest"
 OPT_MAX_OFFSETS = "maxOffsetsPerTrigger"
+OPT_MIN_PARTITIONS = "minPartitions"
 OPT_FAIL_ON_DATA_LOSS = "failOnDataLoss"
 DEFAULT_FAIL_ON_DATA_LOSS = True
 OPT_POLL_TIMEOUT_MS = "kafkaConsumer.pollTimeoutMs"
@@ -59,6 +60,7 @@ _KNOWN = {
         OPT_SUBSCRIBE,
         OPT_STARTING,
         OPT_MAX_OFFSETS,
+        OPT_MIN_PARTITIONS,
         OPT_FAIL_ON_DATA_LOSS,
         OPT_POLL_TIMEOUT_MS,
         OPT_NUM_RETRIES,
@@ -82,7 +84,6 @@ _UNSUPPORTED = {
         "startingOffsetsByTimestampStrategy",
         "minOffsetsPerTrigger",
         "maxTriggerDelay",
-        "minPartitions",
         "maxRecordsPerPartition",
         "groupIdPrefix",
     )
@@ -213,6 +214,9 @@ class KafkaSourceOptions:
         starting_specific: For ``"specific"``: ``((topic, partition, offset), ...)``
             with -2 earliest and -1 latest.
         max_offsets_per_trigger: Rate limit per micro-batch, or ``None``.
+        min_partitions: ``minPartitions``: the least number of Spark partitions (tasks)
+            a micro-batch is read in; large offset ranges are split (Spark's rule), or
+            ``None``: one task per topic-partition.
         fail_on_data_loss: Raise :class:`DataLossError` (True) or skip ahead.
         poll_timeout_ms: How long an executor waits for records it expects.
         num_retries: Attempts for idempotent metadata/offset lookups.
@@ -234,6 +238,7 @@ class KafkaSourceOptions:
     starting: Literal["earliest", "latest", "specific"] = "latest"
     starting_specific: tuple[tuple[str, int, int], ...] = ()
     max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
     fail_on_data_loss: bool = DEFAULT_FAIL_ON_DATA_LOSS
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     num_retries: int = DEFAULT_NUM_RETRIES
@@ -313,6 +318,9 @@ class KafkaSourceOptions:
         max_offsets = None
         if OPT_MAX_OFFSETS in known:
             max_offsets = _positive_int(OPT_MAX_OFFSETS, known[OPT_MAX_OFFSETS])
+        min_partitions = None
+        if OPT_MIN_PARTITIONS in known:
+            min_partitions = _positive_int(OPT_MIN_PARTITIONS, known[OPT_MIN_PARTITIONS])
         end_from = known.get(OPT_END_OFFSETS_FROM, DEFAULT_END_OFFSETS_FROM)
         if end_from not in ("listOffsets", "fetch"):
             raise ConfigError(
@@ -332,6 +340,7 @@ class KafkaSourceOptions:
             starting=starting,
             starting_specific=specific,
             max_offsets_per_trigger=max_offsets,
+            min_partitions=min_partitions,
             fail_on_data_loss=_bool(
                 OPT_FAIL_ON_DATA_LOSS, known.get(OPT_FAIL_ON_DATA_LOSS, "true")
             ),

@@ -83,6 +83,33 @@ def test_available_now_writes_every_event_once_across_partitions(
     assert parts == ["ds=2026-11-18", "ds=2026-11-19", "ds=2026-11-20"]
 
 
+def test_min_partitions_splits_a_partition_over_tasks_exactly_once(
+    spark: Any, kafka_broker: Any, tmp_path: Path
+) -> None:
+    """``kafka.min_partitions``: one topic-partition read and written by 3 tasks, each with
+    files of its own; every event once, and the table records the partition's end (the
+    furthest task's), so the next run adds only what is new."""
+    from acidstream.sinks.foreach_batch import committed_offsets
+
+    topic = _topic(kafka_broker, partitions=1)
+    _produce(kafka_broker, topic, 0, 1500)
+    cfg = _config(tmp_path, topic, **{"kafka.min_partitions": 3})
+    files: list[int] = []
+    res = run_kafka_job(
+        cfg, bootstrap=kafka_broker.bootstrap, spark=spark,
+        on_batch=lambda s: files.append(s.files),
+    )  # fmt: skip
+    assert res.rows == 1500
+    assert files == [9]  # 3 tasks x 3 ds partitions
+    assert _table_ids(cfg) == list(range(1500))
+    meta = committed_offsets("default.events", sink_id="t1", warehouse=cfg.warehouse,
+                             metastore=cfg.metastore)  # fmt: skip
+    assert meta is not None and meta["offsets"] == {topic: {"0": 1500}}
+    _produce(kafka_broker, topic, 1500, 1600)
+    assert run_kafka_job(cfg, bootstrap=kafka_broker.bootstrap, spark=spark).rows == 100
+    assert _table_ids(cfg) == list(range(1600))
+
+
 def test_processing_time_trigger_writes_every_event_once(
     spark: Any, kafka_broker: Any, tmp_path: Path
 ) -> None:
@@ -203,13 +230,14 @@ def test_poison_records_never_wedge_the_stream(
 
     topic = _topic(kafka_broker, partitions=2)
     records, ids = corpus()
-    kafka_broker.produce(topic, records)
+    placed = kafka_broker.produce(topic, records)
+    at = {r: f"{topic}/{p}@{o}" for r, (p, o) in zip(records, placed, strict=True)}
     cfg = _config(tmp_path, topic, **{"table.columns": POISON_COLUMNS})
     run_kafka_job(cfg, bootstrap=kafka_broker.bootstrap, spark=spark)
     assert _table_ids(cfg) == ids
     letters = list(read_dead_letters(cfg.sink.dead_letter_path or ""))
     assert sorted(d.record for d in letters) == sorted(p for _, p in POISON)
-    assert all(d.reason and d.position.startswith(f"{topic}/") for d in letters)
+    assert all(d.reason and d.position == at[d.record] for d in letters)
     # the stream is not wedged: later events are written by the next run
     kafka_broker.produce(topic, [good(5000), good(5001)])
     run_kafka_job(cfg, bootstrap=kafka_broker.bootstrap, spark=spark)

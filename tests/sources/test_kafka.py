@@ -26,6 +26,7 @@ from acidstream.sources.kafka import (
     end_offsets,
     parse_partition_offsets,
     partition_offsets_json,
+    split_ranges,
 )
 from tests.plugins.kafka_fixture import KafkaTestBroker
 
@@ -242,6 +243,34 @@ def test_partitions_plan_one_range_per_partition_with_data() -> None:
     ]
 
 
+def test_min_partitions_splits_large_ranges_like_spark() -> None:
+    """``minPartitions`` (Spark's ``KafkaOffsetRangeCalculator``): a range gets
+    ``round(size / total * n)`` near-equal parts, the last taking the rounding; ranges
+    too small for a part of their own stay whole; the split is deterministic."""
+    opts = KafkaSourceOptions.parse(
+        {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "MINPARTITIONS": "6"}
+    )
+    assert opts.min_partitions == 6
+    reader = KafkaStreamReader(opts, _schema())
+    start, end = {"t": {"0": 0, "1": 0, "2": 10}}, {"t": {"0": 100, "1": 101, "2": 110}}
+    parts = list(reader.partitions(start, end))
+    assert [(p.partition, p.start, p.end) for p in parts] == [
+        (0, 0, 50), (0, 50, 100), (1, 0, 50), (1, 50, 101), (2, 10, 60), (2, 60, 110),
+    ]  # fmt: skip
+    assert parts == list(reader.partitions(start, end))
+    # one big range and a small one: the small stays whole, the big takes the other parts
+    ranges = [KafkaInputPartition("t", 0, 0, 1000), KafkaInputPartition("t", 1, 0, 10)]
+    assert [(p.partition, p.start, p.end) for p in split_ranges(ranges, 4)] == [
+        (0, 0, 333), (0, 333, 666), (0, 666, 1000), (1, 0, 10),
+    ]  # fmt: skip
+    # as many ranges as asked for already, or no minPartitions: one range each
+    assert split_ranges(ranges, 2) == ranges
+    assert split_ranges(ranges, None) == ranges
+    with pytest.raises(ConfigError, match="minPartitions"):
+        KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
+                                  "minPartitions": "0"})  # fmt: skip
+
+
 # --------------------------------------------------------------------------
 # Against the broker and Spark
 
@@ -303,6 +332,40 @@ def test_every_event_is_read_exactly_once(
     assert all(r.key == f"k{r.partition}".encode() for r in rows)
     assert all(r.timestampType == 0 for r in rows)
     assert all(abs(r.timestamp.timestamp() - time.time()) < 600 for r in rows[:10])
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_min_partitions_reads_every_event_once_in_more_tasks(
+    spark: Any, kafka_broker: KafkaTestBroker, client: str, tmp_path: Path
+) -> None:
+    """Each topic-partition split in ranges read by tasks of their own: every event once,
+    and the micro-batch has the Spark partitions asked for."""
+    topic = _topic()
+    kafka_broker.create_topic(topic, 2)
+    produced = _fill(kafka_broker, topic, 1001, partitions=2)
+    tasks: list[int] = []
+    spark.dataSource.register(KafkaSource)
+    reader = spark.readStream.format(SHORT_NAME)
+    for k, v in _opts(kafka_broker, topic, client, startingOffsets="earliest",
+                      minPartitions="4").items():  # fmt: skip
+        reader = reader.option(k, v)
+    events: list[Event] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        tasks.append(df.rdd.getNumPartitions())
+        events.extend((r.partition, r.offset, r.value) for r in df.collect())
+
+    q = (
+        reader.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    assert _exactly(events) == produced
+    assert tasks == [4]  # 501 + 500 records, minPartitions 4: 2 ranges each
 
 
 @pytest.mark.spark
