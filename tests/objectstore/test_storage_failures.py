@@ -207,6 +207,9 @@ def test_wrong_credentials_are_a_storage_access_error_without_the_secret(
     }
     storage, root = Storage.for_path("s3://wh/warehouse", storage_options=opts)
     path = storage.join(root, "delta_1_1", "bucket_00000")
+    # The client is built before the clock starts (no request: botocore loads its S3
+    # model, seconds of CPU on a loaded machine); the bound below is about retries.
+    assert storage.fs.s3 is not None
 
     def upload() -> None:
         with storage.create(path) as f:
