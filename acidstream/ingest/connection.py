@@ -695,10 +695,14 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             finally:
                 if synced is not None:
                     synced.wait()  # the files are the writer's again
-                    if last and synced.data.exception() is None and self._out is out:
-                        # A commit that failed before its COMMIT: its files are whole
-                        # and durable, closed as before (a txn not committed is hidden).
-                        out.finish_ended()
+                    if last and self._out is out:
+                        # A commit that failed before its COMMIT: files whole and durable
+                        # are closed as before (a txn not committed is hidden); files whose
+                        # sync failed are cut back to their last footer (or deleted).
+                        if synced.data.exception() is None:
+                            out.finish_ended()
+                        else:
+                            out.abandon()
             self._stats.add("committed_transactions")
 
     def _synced(self, b: TransactionBatch, synced: PendingFooters) -> None:
