@@ -19,8 +19,10 @@ Timed, ``--repeat`` runs of each side alternating which goes first, each run fro
 built tables (restored from a copy, not timed) and a fresh checkpoint, reading the topic
 with the project's ``acidkafka`` source (its ``kafka.client`` is ``--client`` on both sides;
 ``auto``: confluent-kafka when installed), ``maxOffsetsPerTrigger = --batch``,
-``availableNow`` (before them, not timed, one query over a small warm-up topic through both
-sides' code starts Spark's Python workers and loads both merge engines):
+``availableNow`` (``--our-batch`` sets our job's ``maxOffsetsPerTrigger`` alone, a
+setting of our side; the Delta way always reads ``--batch``) (before them, not timed,
+one query over a small warm-up topic through both sides' code starts Spark's Python
+workers and loads both merge engines):
 
   * ours: ``run_kafka_job`` with ``sink.mode: upsert``, ``sink.format: debezium``,
     ``sink.key: [id]``, ``sink.ordering: source.lsn``, ``compaction: off`` (the Delta way
@@ -46,7 +48,7 @@ Targets: ours >= 2x Delta's events/s (best run of each side); the read >= 0.5x. 
 when one is missed. ``--profile N``: cProfile of our batch N in the last run (driver side).
 
 Usage: python benchmarks/cdc.py [--rows 10000000] [--keys 1000000] [--events 1000000]
-           [--batch 100000] [--partitions 3] [--repeat 2] [--read-repeat 5]
+           [--batch 100000] [--our-batch N] [--partitions 3] [--repeat 2] [--read-repeat 5]
            [--ours job|engine] [--client auto|confluent|kafka-python] [--profile N]
            [--quick] [--dir /tmp/x]
 """
@@ -485,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=1_000_000, help="key space of the events")
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--batch", type=int, default=100_000, help="maxOffsetsPerTrigger (both)")
+    ap.add_argument(
+        "--our-batch", type=int, default=None, metavar="N",
+        help="our job's maxOffsetsPerTrigger only (default: --batch); the Delta way keeps --batch",
+    )  # fmt: skip
     ap.add_argument("--partitions", type=int, default=3, help="of the topic")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each side, alternating")
     ap.add_argument("--read-repeat", type=int, default=5, help="best of N for the reads")
@@ -611,7 +617,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
                         bootstrap,
                         acid,
                         tmp / f"ckpt-job-{rep}-{attempt}",
-                        args.batch,
+                        args.our_batch or args.batch,
                         profile=profile(rep),
                         client=args.client,
                     )
@@ -690,7 +696,8 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
     print(f"table: {args.rows:,} rows (id bigint, v string, x double), 8 buckets on id; "
           f"{stream.events:,} Debezium events ({stream.updates:,} u, {stream.inserts:,} c, "
           f"{stream.deletes:,} d) over {stream.keys_touched:,} of {args.keys:,} keys, "
-          f"{args.partitions} partitions, maxOffsetsPerTrigger {args.batch:,}, local[2], "
+          f"{args.partitions} partitions, maxOffsetsPerTrigger {args.batch:,}"
+          f"{f' (our job {args.our_batch:,})' if args.our_batch else ''}, local[2], "
           f"acidkafka kafka.client {resolve_client(args.client)} (both sides); "
           f"{args.repeat} runs of each side, alternating")  # fmt: skip
     print()
