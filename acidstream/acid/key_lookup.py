@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid.delete_registry import (
+    KEY_COLUMNS,
     DeleteKeySet,
     SortMergedDeletes,
     delete_files,
@@ -128,6 +129,7 @@ def lookup_partition(
     delete_event_cap: int,
     blooms: bool = True,
     counts: LookupCounts | None = None,
+    bucket_keys: Mapping[int, Mapping[str, pa.Array]] | None = None,
 ) -> Iterator[pa.Table]:
     """The visible rows of one partition's snapshot ``state`` (no original files) whose
     key columns hold one of ``keys``' values (table column name -> values, the table's
@@ -135,12 +137,22 @@ def lookup_partition(
 
     ``blooms``: whether files may have bloom filters on key columns (the table's
     ``orc.bloom.filter.columns``); without, a stripe of one row group is read as it is
-    once its statistics say it may hold a key."""
+    once its statistics say it may hold a key.
+
+    ``bucket_keys``: ``keys`` split by the bucket Hive's hash sends them to (the caller
+    knows the table is bucketed on key columns): a ``bucket_N`` file is searched for
+    bucket N's keys only and a file of a bucket without keys is skipped, as ``buckets``
+    skips it."""
     assert plan.include_row_id
     if state.original_files or any(d.is_raw for d in state.deltas):
         raise ValueError("lookup_partition does not read original files")
     deletes = _registry(storage, state, write_ids, delete_event_cap)
     sorted_keys = {k: SortedKeys(v) for k, v in keys.items()}
+    per_bucket = (
+        None
+        if bucket_keys is None
+        else {b: {k: SortedKeys(v) for k, v in kv.items()} for b, kv in bucket_keys.items()}
+    )
     tasks: list[Callable[[], tuple[pa.Table | None, LookupCounts]]] = []
     sizes: list[int] = []
     c = counts if counts is not None else LookupCounts()
@@ -157,6 +169,11 @@ def lookup_partition(
         for f in d.files:
             if f.logical_length == 0 or (buckets is not None and f.bucket_id not in buckets):
                 continue
+            file_keys = sorted_keys
+            if per_bucket is not None:
+                if f.bucket_id not in per_bucket:
+                    continue  # no key hashes to this bucket
+                file_keys = per_bucket[f.bucket_id]
             tasks.append(
                 functools.partial(
                     _lookup_file,
@@ -164,7 +181,7 @@ def lookup_partition(
                     f,
                     plan=plan,
                     partition=partition,
-                    sorted_keys=sorted_keys,
+                    sorted_keys=file_keys,
                     write_ids=write_ids,
                     check_validity=check,
                     deletes=deletes,
@@ -308,6 +325,7 @@ def _lookup_file(
                         check_validity=check_validity,
                         deletes=deletes,
                         qualifying=qualifying,
+                        split=split,
                     )
                 )
     finally:
@@ -493,6 +511,7 @@ def _finish(
     check_validity: bool,
     deletes: Deletes,
     qualifying: frozenset[ParsedDelta],
+    split: tuple[int, int],
 ) -> pa.Table:
     """Hive's rules on the key rows of one file: validity, deletes, ROW__ID, columns."""
     keep: pa.Array | None = None
@@ -503,9 +522,10 @@ def _finish(
         t.column(_acid_key("bucket")),
         t.column(_acid_key("rowId")),
     )
-    if qualifying and deletes.registry is not None and t.num_rows:
-        alive = pc.invert(deletes.registry.deleted(kt, qualifying))
-        keep = alive if keep is None else pc.and_(keep, alive)
+    if deletes.registry is not None and t.num_rows:
+        alive = _alive(deletes, kt, split, qualifying)
+        if alive is not None:
+            keep = alive if keep is None else pc.and_(keep, alive)
     if keep is not None:
         t = t.filter(keep)
         kt = kt.filter(keep)
@@ -514,6 +534,39 @@ def _finish(
         for i in range(len(plan.read_positions))
     ]
     return assemble(plan, row_cols, n=t.num_rows, keys=kt, partition=partition)
+
+
+def _alive(
+    deletes: Deletes,
+    kt: pa.Table,
+    split: tuple[int, int],
+    qualifying: frozenset[ParsedDelta],
+) -> pa.Array | None:
+    """Keep-mask of key rows ``kt`` (``key_table``) under the delete deltas that qualify
+    for their file (``split``); ``None``: none is deleted. An in-memory registry answers
+    through its one :class:`~acidstream.acid.delete_index.DeleteIndex` (each key once, with
+    the newest delta naming it), as the full reader does: the per-qualifying-set matcher
+    is rebuilt for every distinct set, and a lookup after N change batches has about N
+    sets (the base's and each earlier batch's insert delta), each over up to every delete
+    event of the partition."""
+    reg = deletes.registry
+    assert reg is not None
+    if isinstance(reg, DeleteKeySet):
+        index = reg.index()
+        threshold = index.threshold(*split)
+        if not index.qualifies_any(threshold):
+            return None
+        if index.packs and not any(kt.column(c).null_count for c in KEY_COLUMNS):
+            o, b, r = (kt.column(c).to_numpy().astype(np.int64, copy=False) for c in KEY_COLUMNS)
+            try:
+                dead = index.deleted(o, b, r, threshold)
+            except ValueError:
+                pass  # data keys outside the packed range: the matcher below
+            else:
+                return None if dead is None else pa.array(~dead)
+    if not qualifying:
+        return None
+    return pc.invert(reg.deleted(kt, qualifying))
 
 
 def _whole_file(

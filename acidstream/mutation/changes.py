@@ -41,13 +41,15 @@ from acidstream.acid.table_name import TableName
 from acidstream.mutation.merge import (
     MatchedDelete,
     MatchedUpdate,
+    Matches,
     MergePlan,
     MergeSpec,
     NotMatchedInsert,
 )
-from acidstream.mutation.results import ChangeResult
+from acidstream.mutation.results import ChangeResult, MergeResult
 from acidstream.mutation.run import MutationRun, run_mutation
-from acidstream.mutation.target import row_schema
+from acidstream.mutation.target import ROW_ID_COLUMN, row_schema
+from acidstream.mutation.write import by_partition, hashed_buckets
 from acidstream.txn.locks import DataOperationType
 from acidstream.txn.store import TxnStore
 
@@ -69,6 +71,8 @@ OFFSET_COLUMN = "__acid_offset"
 """Optional events column (int): the second tie-breaker (a Kafka offset, an arrival number)."""
 
 _SEQ = "__acid_seq"
+_STATEMENT = 0
+"""The statement id of a change batch's delete delta and insert delta (one each)."""
 _SRC, _TGT = "src", "tgt"
 
 
@@ -208,7 +212,7 @@ class ChangePlan:
 
     def __call__(self, run: MutationRun) -> ChangeResult:
         found = self.plan.find(run)
-        merged = self.plan.write(run, found)
+        merged = self._write(run, found)
         matched = np.zeros(self.changes.num_rows, dtype=bool)
         matched[found.pairs.column("__s").to_numpy()] = True
         deletes = self._deletes.to_numpy(zero_copy_only=False).astype(bool)
@@ -221,6 +225,78 @@ class ChangePlan:
             absent_deletes=int(np.count_nonzero(deletes & ~matched)),
             skipped_late=int(np.count_nonzero(matched)) - merged.rows_updated - merged.rows_deleted,
             txn_id=run.txn_id,
+            write_id=run.write_id,
+        )
+
+    def _write(self, run: MutationRun, found: Matches) -> MergeResult:
+        """The batch's files: ONE delete delta (the deleted and the updated rows' delete
+        events) and ONE insert delta (the updated rows' new versions and the inserted
+        rows, sorted by key) per partition and bucket, both statement 0, where the MERGE's
+        per-clause layout writes four (insert, update's delete and insert, delete). Every
+        later batch's key lookup and every read opens each file of the earlier batches:
+        half the files, and a key-sorted insert delta whose row-group min/max rule out
+        the row groups a later batch's keys miss. (The statement's own delete delta never
+        applies to its insert delta: same write id, same statement.)"""
+        t, src, target, pairs = run.target, self.changes, found.target, found.pairs
+        gone: list[pa.Table] = []  # matched target rows (with ROW__ID) to delete-event
+        new: list[tuple[pa.Table, pa.Array | None]] = []  # new rows, their kept buckets
+        deleted = updated = inserted = 0
+        plan = self.plan
+        if plan.matched and pairs.num_rows:
+            trow = target.take(pairs.column("__t"))
+            srow = src.take(pairs.column("__s"))
+            have = set(trow.column_names)
+            # Columns not read are named by no condition or value: NULLs stand in.
+            tcols = [
+                trow.column(f.name) if f.name in have else pa.nulls(trow.num_rows, f.type)
+                for f in plan.target_schema
+            ]
+            joined = pa.Table.from_arrays(tcols + list(srow.columns), schema=plan.joined_schema)
+            for a in plan.matched_rows(t, joined, trow.column(ROW_ID_COLUMN)):
+                hit = trow.filter(a.mask)
+                gone.append(hit)
+                if a.rows is None:
+                    deleted += hit.num_rows
+                else:
+                    new.append((a.rows, a.buckets))
+                    updated += hit.num_rows
+        matched_src = pc.is_in(
+            pa.array(np.arange(src.num_rows, dtype=np.int64)),
+            value_set=pairs.column("__s").combine_chunks(),
+        )
+        rest = src.filter(pc.invert(matched_src))
+        rest = rest.rename_columns([f"{plan.src_alias}.{n}" for n in rest.column_names])
+        for a in plan.not_matched_rows(rest):
+            assert a.rows is not None
+            new.append((a.rows, None))
+            inserted += a.rows.num_rows
+        if gone:
+            hits = pa.concat_tables(gone)
+            for part, group in by_partition(t, hits):
+                run.files.delete_events(part, group.column(ROW_ID_COLUMN), _STATEMENT)
+        if new:
+            rows = pa.concat_tables([r for r, _ in new])
+            buckets: pa.Array | None = None
+            if any(b is not None for _, b in new):
+                # Updated rows keep their buckets; the others are hashed as the writer would.
+                kept = [b if b is not None else hashed_buckets(t, r) for r, b in new]
+                buckets = pa.chunked_array(
+                    [
+                        c.cast(pa.int32())
+                        for b in kept
+                        for c in (b.chunks if isinstance(b, pa.ChunkedArray) else [b])
+                    ],
+                    pa.int32(),
+                ).combine_chunks()
+            order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in self.options.key])
+            rows = rows.take(order)
+            if buckets is not None:
+                buckets = buckets.take(order)
+            run.files.insert_rows(rows, _STATEMENT, buckets=buckets)
+        return MergeResult(
+            rows_inserted=inserted,
+            rows_updated=updated,
+            rows_deleted=deleted,
             write_id=run.write_id,
         )
 

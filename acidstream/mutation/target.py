@@ -183,6 +183,7 @@ def read_rows(
     buckets: Collection[int] | None = None,
     keys: pa.Table | Mapping[str, pa.Array] | None = None,
     counts: LookupCounts | None = None,
+    bucket_keys: Mapping[int, Mapping[str, pa.Array]] | None = None,
 ) -> pa.Table:
     """The rows of ``partitions`` visible to the mutation's snapshot that satisfy ``where``,
     with ROW__ID first (``row__id`` struct<writeid, bucketid, rowid>) and every column
@@ -192,7 +193,9 @@ def read_rows(
     :func:`key_values` gives), named as the table's columns (those not read are
     ignored): only rows whose key columns each hold one of the values are returned (the rows a join on those keys can match),
     found by statistics, bloom filters and row-group reads. ``counts`` receives what the
-    lookup read (stripes and row groups)."""
+    lookup read (stripes and row groups). ``bucket_keys``: the same keys split by the
+    bucket Hive's hash sends them to (a table bucketed on key columns): each bucket file
+    is searched for its bucket's keys only, and a bucket without keys is not read."""
     out_schema = pa.schema(
         [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)]
         + [f for f in target.schema if columns is None or f.name in set(columns)]
@@ -204,7 +207,7 @@ def read_rows(
     c = counts if counts is not None else LookupCounts()
     for p in partitions:
         if kv and target.table.skewed is None:
-            batches = _lookup(target, p, out_schema, where, buckets, kv, c)
+            batches = _lookup(target, p, out_schema, where, buckets, kv, c, bucket_keys)
         else:
             batches = None
         if batches is None:
@@ -258,6 +261,7 @@ def _lookup(
     buckets: Collection[int] | None,
     keys: Mapping[str, pa.Array],
     counts: LookupCounts,
+    bucket_keys: Mapping[int, Mapping[str, pa.Array]] | None = None,
 ) -> list[pa.Table] | None:
     """The partition's key rows by :func:`lookup_partition`; ``None`` when it holds
     original files (read by the full reader instead)."""
@@ -287,5 +291,12 @@ def _lookup(
             delete_event_cap=DEFAULT_DELETE_EVENT_CAP,
             blooms=bool(target.options.bloom_filter_columns),
             counts=counts,
+            bucket_keys=(
+                None
+                if bucket_keys is None
+                else {
+                    b: {k: v for k, v in kv.items() if k in keys} for b, kv in bucket_keys.items()
+                }
+            ),
         )
     )

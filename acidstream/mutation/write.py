@@ -34,7 +34,14 @@ from acidstream.acid.row_keys import RowIdSequence
 from acidstream.mutation.target import Target
 from acidstream.txn.catalog import TableDef
 
-__all__ = ["MutationFiles", "buckets_hit", "by_partition", "key_buckets", "old_buckets"]
+__all__ = [
+    "MutationFiles",
+    "buckets_hit",
+    "by_partition",
+    "hashed_buckets",
+    "key_buckets",
+    "old_buckets",
+]
 
 
 @dataclass
@@ -171,6 +178,22 @@ def old_buckets(row_ids: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The writer id (bucket) of each ROW__ID's bucket property (BucketCodec V1)."""
     b = pc.struct_field(row_ids, "bucketid")
     return pc.shift_right(pc.bit_wise_and(b, 0x0FFF0000), 16)
+
+
+def hashed_buckets(target: Target, rows: pa.Table) -> pa.Array:
+    """The bucket Hive's hash of the bucketing columns sends each of ``rows`` to
+    (:attr:`Target.schema`'s columns; 0 for every row of a table without buckets), as
+    :meth:`MutationFiles.insert_rows` places rows given no ``buckets``."""
+    out = np.zeros(rows.num_rows, dtype=np.int32)
+    if rows.num_rows == 0 or target.table.num_buckets <= 0:
+        return pa.array(out)
+    ndata = len(target.table.schema.columns)
+    data = rows.select(list(range(ndata))).append_column(
+        "__i", pa.array(np.arange(rows.num_rows, dtype=np.int64))
+    )
+    for b, group in target.placement.bucket_groups(data):
+        out[group.column("__i").to_numpy()] = b
+    return pa.array(out)
 
 
 def by_partition(target: Target, rows: pa.Table) -> list[tuple[str, pa.Table]]:

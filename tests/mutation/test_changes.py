@@ -8,12 +8,15 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.orc as orc
 import pytest
 
 from acidstream import Table
+from acidstream.acid import bucket_codec
 from acidstream.acid.errors import ConfigError
 from acidstream.acid.table_name import TableName
 from acidstream.mutation.changes import (
@@ -397,3 +400,62 @@ def test_table_upsert_without_a_key_is_refused(
     with pytest.raises(ConfigError, match="has no key"):
         handle("nokey").upsert(pa.table({"id": [1], "v": ["a"]}))
     assert handle("nokey").upsert(pa.table({"id": [1], "v": ["a"]}), key=["id"]).inserted == 1
+
+
+def test_a_change_batch_writes_one_delete_delta_and_one_key_sorted_delta(
+    store: TxnStore,
+    make_table: MakeTable,
+    insert: Insert,
+    handle: Callable[[str], Table],
+    warehouse: str,
+) -> None:
+    """Updates, deletes and inserts of one batch land in ONE ``delete_delta_W_W_0000``
+    and ONE ``delta_W_W_0000`` per bucket (a MERGE's per-clause layout writes statements
+    0-2): the new versions and the inserted rows together, sorted by key, each file's
+    events under its bucket's statement-0 bucket property; the rows read are the fold."""
+    make_table("lay", "id bigint, v string, ver bigint", buckets=("id", 2))
+    insert("lay", [{"id": i, "v": f"v{i}", "ver": 0} for i in range(0, 40, 2)])
+    ids = [30, 4, 38, 0, 6, 41, 7, 13, 1]  # updates, deletes, inserts, out of key order
+    dels = [False, False, False, True, True, False, False, False, True]
+    ev = pa.table(
+        {
+            "id": ids,
+            "v": [f"n{i}" for i in ids],
+            "ver": [1] * len(ids),
+            DELETE_COLUMN: dels,
+        }
+    )
+    r = apply_changes(store, TableName("default", "lay"), ev, ChangeOptions(key=("id",)))
+    assert (r.updated, r.deleted, r.inserted, r.absent_deletes) == (3, 2, 3, 1)
+    root = Path(warehouse) / "lay"
+    wid = r.write_id
+    assert sorted(p.name for p in root.iterdir() if p.is_dir() and f"_{wid:07d}_" in p.name) == [
+        f"delete_delta_{wid:07d}_{wid:07d}_0000",
+        f"delta_{wid:07d}_{wid:07d}_0000",
+    ]
+    new_rows = 0
+    for f in sorted((root / f"delta_{wid:07d}_{wid:07d}_0000").glob("bucket_*")):
+        if f.name.endswith("_flush_length"):
+            continue
+        events = orc.ORCFile(str(f)).read()
+        got = [row["id"] for row in events.column("row").to_pylist()]
+        assert got == sorted(got)  # key-sorted
+        b = int(f.name.split("_")[1])
+        assert set(events.column("bucket").to_pylist()) == {bucket_codec.encode(b, 0)}
+        new_rows += len(got)
+    assert new_rows == r.updated + r.inserted
+    gone = sum(
+        orc.ORCFile(str(f)).nrows
+        for f in (root / f"delete_delta_{wid:07d}_{wid:07d}_0000").glob("bucket_*")
+        if not f.name.endswith("_flush_length")
+    )
+    assert gone == r.updated + r.deleted
+    model = {i: f"v{i}" for i in range(0, 40, 2)}
+    for i, d in zip(ids, dels, strict=True):
+        if d:
+            model.pop(i, None)
+        else:
+            model[i] = f"n{i}"
+    assert table_rows(handle("lay")) == sorted(
+        (k, v, 1 if v.startswith("n") else 0) for k, v in model.items()
+    )
