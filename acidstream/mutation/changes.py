@@ -243,15 +243,7 @@ class ChangePlan:
         deleted = updated = inserted = 0
         plan = self.plan
         if plan.matched and pairs.num_rows:
-            trow = target.take(pairs.column("__t"))
-            srow = src.take(pairs.column("__s"))
-            have = set(trow.column_names)
-            # Columns not read are named by no condition or value: NULLs stand in.
-            tcols = [
-                trow.column(f.name) if f.name in have else pa.nulls(trow.num_rows, f.type)
-                for f in plan.target_schema
-            ]
-            joined = pa.Table.from_arrays(tcols + list(srow.columns), schema=plan.joined_schema)
+            trow, joined = plan.joined_pairs(target, src, pairs)
             for a in plan.matched_rows(t, joined, trow.column(ROW_ID_COLUMN)):
                 hit = trow.filter(a.mask)
                 gone.append(hit)

@@ -343,15 +343,7 @@ class MergePlan:
         t, src, target, pairs = run.target, self.source, found.target, found.pairs
         deleted = updated = inserted = 0
         if self.matched and pairs.num_rows:
-            trow = target.take(pairs.column("__t"))
-            srow = src.take(pairs.column("__s"))
-            have = set(trow.column_names)
-            # Columns not read are named by no condition or value: NULLs stand in.
-            tcols = [
-                trow.column(f.name) if f.name in have else pa.nulls(trow.num_rows, f.type)
-                for f in self.target_schema
-            ]
-            joined = pa.Table.from_arrays(tcols + list(srow.columns), schema=self.joined_schema)
+            trow, joined = self.joined_pairs(target, src, pairs)
             for a in self.matched_rows(t, joined, trow.column(ROW_ID_COLUMN)):
                 hit = trow.filter(a.mask)
                 for part, group in by_partition(t, hit):
@@ -395,6 +387,21 @@ class MergePlan:
         return [f.name for f in self.target_schema if f.name in need]
 
     # -------------------------------------------------------------- WHEN clauses
+    def joined_pairs(
+        self, target: pa.Table, source: pa.Table, pairs: pa.Table
+    ) -> tuple[pa.Table, pa.Table]:
+        """The matched pairs' target rows (with their ROW__IDs), and each joined with its
+        source row in :attr:`joined_schema` (what the clauses' conditions and values read)."""
+        trow = target.take(pairs.column("__t"))
+        srow = source.take(pairs.column("__s"))
+        have = set(trow.column_names)
+        # Columns not read are named by no condition or value: NULLs stand in.
+        tcols = [
+            trow.column(f.name) if f.name in have else pa.nulls(trow.num_rows, f.type)
+            for f in self.target_schema
+        ]
+        return trow, pa.Table.from_arrays(tcols + list(srow.columns), schema=self.joined_schema)
+
     def matched_rows(
         self, t: Target, joined: pa.Table, row_ids: pa.Array | pa.ChunkedArray
     ) -> Iterator[ClauseRows]:
