@@ -81,9 +81,7 @@ class FooterSyncer:
             else:
                 done.set_result(None)
             return PendingFooters(done, footers, finish=finish)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="acidstream-sync")
-        return PendingFooters(self._pool.submit(_sync_data, files), footers, finish=finish)
+        return PendingFooters(self._submit(files), footers, finish=finish)
 
     def start_final(
         self, files: Sequence[AcidFileWriter], finish: Callable[[], None]
@@ -104,9 +102,13 @@ class FooterSyncer:
         handles = [h for w in files for h in w.sync_handles()]
         for h in handles:
             h.flush()
+        return PendingFooters(self._submit(files), [], finish=finish)
+
+    def _submit(self, files: Sequence[AcidFileWriter]) -> Future[None]:
+        """The files' syncs, on the sync thread (made on first use)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="acidstream-sync")
-        return PendingFooters(self._pool.submit(_sync_data, files), [], finish=finish)
+        return self._pool.submit(_sync_data, files)
 
     def shutdown(self) -> None:
         if self._pool is not None:

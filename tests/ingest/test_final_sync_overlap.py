@@ -87,3 +87,55 @@ def test_the_last_commit_of_a_batch_runs_its_statements_during_the_file_sync(
         assert last.in_commit
         assert last.txn_state is TxnState.OPEN
         assert len(seen) == batch  # one data sync per commit
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_failed_sync_of_the_last_commit_aborts_it_and_keeps_what_was_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """The disk fails the last commit's data sync (on the sync thread): the commit raises
+    a typed StorageError, its txn is aborted (never committed), the batch's earlier txns
+    and the table's earlier batches read back, and the file is left readable."""
+    from acidstream.acid.errors import StorageError
+    from tests.ingest.conftest import snapshot_read
+
+    url = f"sqlite:///{tmp_path}/m.db"
+    with open_store(url, warehouse=str(tmp_path / "wh")) as store, open_store(url) as other:
+        table = store.create_table(
+            TableDef("default", "t", (("id", "int"), ("msg", "string")),
+                     parameters={"transactional": "true"})
+        )  # fmt: skip
+        opts = StreamingOptions(txns_per_batch=batch, housekeeping_interval_s=None)
+        with StreamingConnection(
+            "t", record_writer=StrictJsonWriter(), store=store, options=opts
+        ) as c:
+            c.begin_transaction()
+            c.write_many([b'{"id": 100, "msg": "before"}'])
+            c.commit_transaction()  # an earlier batch (or txn), committed
+        real = os.fdatasync
+        failing = threading.Event()
+
+        def flaky(fd: int) -> None:
+            if failing.is_set() and os.readlink(f"/proc/self/fd/{fd}").endswith("bucket_00000"):
+                raise OSError(5, "Input/output error (injected)")
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", flaky)
+        txns: list[int] = []
+        with StreamingConnection(
+            "t", record_writer=StrictJsonWriter(), store=store, options=opts
+        ) as c:
+            for k in range(batch):
+                txns.append(c.begin_transaction())
+                c.write_many([f'{{"id": {k}, "msg": "m"}}'.encode()])
+                if k < batch - 1:
+                    c.commit_transaction()
+                    continue
+                failing.set()
+                with pytest.raises(StorageError, match="aborted"):
+                    c.commit_transaction()
+                failing.clear()
+        assert other.txn_state(txns[-1]) is TxnState.ABORTED
+        assert all(other.txn_state(t) is TxnState.COMMITTED for t in txns[:-1])
+        ids = sorted(snapshot_read(store, table).column("id").to_pylist())
+        assert ids == [*range(batch - 1), 100]
