@@ -318,7 +318,9 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
         column = batch.column(opts.value_column)
         values = column.to_pylist()
         if column.null_count == 0 and pa.types.is_binary(column.type):
-            where, recs = list(range(len(values))), values  # the usual Kafka micro-batch
+            # The usual Kafka micro-batch: record i is row i (no index list to build).
+            where: list[int] | None = None
+            recs = values
         else:
             where = [i for i, v in enumerate(values) if v is not None]  # tombstones: skipped
             recs = [v if isinstance(v, bytes) else str(v).encode() for v in (values[i] for i in where)]  # fmt: skip
@@ -341,11 +343,14 @@ def _write_task(plan: _TaskPlan, batches: Iterator[Any]) -> Iterator[Any]:
         if plan.has_timestamp:
             written = np.ones(len(recs), dtype=bool)
             written[[i for i, _ in rejected]] = False
-            ts = kafka_times_ms(batch.column("timestamp"))[np.asarray(where, dtype=np.int64)]
+            ts = kafka_times_ms(batch.column("timestamp"))
+            if where is not None:
+                ts = ts[np.asarray(where, dtype=np.int64)]
             times.append(ts[written])
         for i, err in sorted(rejected, key=lambda r: r[0]):
             bad += 1
-            pos = _position(batch, where[i]) if plan.has_offsets else ""
+            row = i if where is None else where[i]
+            pos = _position(batch, row) if plan.has_offsets else ""
             if dead is not None:
                 dead.add(recs[i], str(err), position=pos)
             elif opts.skip_bad_records:
