@@ -173,6 +173,9 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             raise
         self._registered: set[str] = set()  # partitions known to exist in the catalog
         self._touched: set[str] = set()  # partitions the open txn wrote
+        # The open txn wrote a block parsed ahead: a parse may be running on another
+        # thread (how its commit syncs: ``commit_transaction``).
+        self._parsed_ahead = False
         self._user = self.options.user or _user()
         self._host = self.options.host or socket.gethostname()
         self._agent = (
@@ -352,6 +355,7 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             if self._changes is not None:
                 txn = self._upsert_begun(b, txn)
             self._touched = set()
+            self._parsed_ahead = False
             return txn
 
     # ------------------------------------------------------------------ writing
@@ -386,6 +390,12 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
         n = 0
         with self._lock:
             self._check_open()
+            if isinstance(records, (list, tuple)):
+                start = 0
+                while start < len(records):
+                    chunk, start = _sequence_chunk(records, start)
+                    n += self._write_many_chunk(chunk)
+                return n
             it = iter(records)
             while True:
                 chunk, more, failure = _next_chunk(it)
@@ -431,6 +441,8 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
             self._check_open()
             if enc is None:
                 enc = self._writer.encode_block(records)
+            else:
+                self._parsed_ahead = True
             rejected = list(enc.rejected)
             table = enc.table
             if table.num_rows:
@@ -671,7 +683,12 @@ class StreamingConnection(WriteManyReplay, UpsertMethods):
                 footers = out.write_footers(b.current_write_id)
                 if not footers:
                     return None
-                return self._syncer.start(footers, inline=self._store.database.serialises_writers)
+                # The embedded metastore's statements take microseconds: with a parse
+                # running ahead the writing thread syncs the files itself (a thread
+                # hand-off would contend with the parse for the interpreter lock);
+                # otherwise the statements run while the sync thread waits for the disk.
+                inline = self._store.database.serialises_writers and self._parsed_ahead
+                return self._syncer.start(footers, inline=inline)
 
             # The files' fdatasyncs, then, inside the commit's DB transaction and before
             # its COMMIT, the side files get the new lengths (durably, after the data),
@@ -811,6 +828,27 @@ def _next_chunk(it: Iterator[Any]) -> tuple[list[Any], bool, Exception | None]:
         # The records drawn before the error, up to a non-bytes one among them.
         bad = _first_not_bytes(chunk, 0)
         return (chunk, False, e) if bad is None else (chunk[: bad + 1], False, None)
+
+
+def _sequence_chunk(records: Sequence[Any], start: int) -> tuple[Sequence[Any], int]:
+    """The next chunk of a list or tuple of ``write_many``'s records from ``start``, cut as
+    :func:`_next_chunk` cuts (records, bytes, a record that is not bytes ends it), by slicing
+    instead of drawing: returns the chunk and where the next one begins (past the end after
+    a record that is not bytes: the chunk's write refuses it and raises)."""
+    chunk = records[start : start + _MANY_CHUNK_RECORDS]
+    if not set(map(type, chunk)) <= _BYTES_TYPES:  # (or subclasses of them)
+        bad = _first_not_bytes(chunk, 0)
+        if bad is not None:
+            return chunk[: bad + 1], len(records)
+    if sum(map(len, chunk)) >= _MANY_CHUNK_BYTES:
+        # Records this large: up to the one that reaches the byte limit.
+        size = 0
+        for i, record in enumerate(chunk):
+            size += len(record)
+            if size >= _MANY_CHUNK_BYTES:
+                chunk = chunk[: i + 1]
+                break
+    return chunk, start + len(chunk)
 
 
 def _first_not_bytes(records: Sequence[Any], start: int) -> int | None:
