@@ -86,14 +86,28 @@ def decode_fields(buf: bytes) -> list[Field]:
     """Every field of one serialized message, in wire order."""
     out: list[Field] = []
     pos = 0
-    while pos < len(buf):
-        key, pos = read_varint(buf, pos)
+    end = len(buf)
+    while pos < end:
+        # One-byte keys and values inline (most of an ORC tail's): no call per varint.
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = read_varint(buf, pos)
         num, wt = key >> 3, key & 7
         if wt == VARINT:
-            v, pos = read_varint(buf, pos)
+            if pos < end and buf[pos] < 0x80:
+                v = buf[pos]
+                pos += 1
+            else:
+                v, pos = read_varint(buf, pos)
             out.append((num, wt, v))
         elif wt == LEN:
-            n, pos = read_varint(buf, pos)
+            if pos < end and buf[pos] < 0x80:
+                n = buf[pos]
+                pos += 1
+            else:
+                n, pos = read_varint(buf, pos)
             out.append((num, wt, buf[pos : pos + n]))
             pos += n
         elif wt == I64:
@@ -110,15 +124,18 @@ def decode_fields(buf: bytes) -> list[Field]:
 def encode_fields(fields: list[Field]) -> bytes:
     """Serialize fields (as :func:`decode_fields` returns them) into one message."""
     out = bytearray()
+    small = _SMALL
     for num, wt, v in fields:
-        out += encode_varint((num << 3) | wt)
+        key = (num << 3) | wt
+        out += small[key] if key < 0x80 else encode_varint(key)
         if wt == VARINT:
             assert isinstance(v, int)
-            out += encode_varint(v)
+            out += small[v] if 0 <= v < 0x80 else encode_varint(v)
         else:
             assert isinstance(v, bytes)
             if wt == LEN:
-                out += encode_varint(len(v))
+                n = len(v)
+                out += small[n] if n < 0x80 else encode_varint(n)
             out += v
     return bytes(out)
 
