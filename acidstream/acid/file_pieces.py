@@ -60,6 +60,8 @@ class StitchedPieces:
     _piece_runs: list[InsertRun] | None
     _exact: Any
     _arrow: Any
+    _declared_block_size: int
+    _piece_bytes: int  # Arrow bytes written into the current arrow piece (by_bytes only)
 
     @staticmethod
     def _empty_events(rows: pa.Array) -> pa.Table:
@@ -84,13 +86,25 @@ class StitchedPieces:
             nbytes = table.nbytes
             if nbytes > stripe:
                 step = max(1, len(table) * stripe // nbytes)
+        encode = self.options.arrow_encode_kwargs()
+        # An encoder that never cuts a stripe (uncompressed: arrow_encode_kwargs): each
+        # piece, one stripe, holds up to a stripe of Arrow bytes (a slice is at most that).
+        by_bytes = encode["stripe_size"] > stripe
         for start in range(0, max(len(table), 1), step):
+            part = table.slice(start, step)
+            size = part.nbytes if by_bytes else 0
+            if (
+                self._arrow is not None
+                and 0 < self._piece_bytes
+                and self._piece_bytes + size > stripe
+            ):
+                self._end_piece()  # the piece (one stripe) stays within a stripe
             if self._arrow is None:
                 self._native = pa.BufferOutputStream()
                 bloom = self._bloom if run is None else self._bloom_rows
-                self._arrow = pa_orc.ORCWriter(self._native, **self.options.arrow_kwargs(), **bloom)
+                self._arrow = pa_orc.ORCWriter(self._native, **encode, **bloom)
                 self._piece_runs = None if run is None else []
-            part = table.slice(start, step)
+                self._piece_bytes = 0
             if run is not None:
                 assert self._piece_runs is not None
                 self._piece_runs.append(
@@ -98,7 +112,8 @@ class StitchedPieces:
                 )
             self._arrow.write(part)
             assert self._native is not None
-            if self._native.tell() >= stripe:
+            self._piece_bytes += size
+            if self._native.tell() >= stripe or self._piece_bytes >= stripe:
                 self._end_piece()
 
     def _write_exact(self, table: pa.Table) -> None:
@@ -138,7 +153,7 @@ class StitchedPieces:
     def _begin_stitching(self) -> None:
         """Turn a one-encoder arrow file into a stitched one: what pyarrow wrote so far
         becomes the first piece (its tail is dropped; the stitcher writes the file's)."""
-        self._stitch = StripeStitcher()
+        self._stitch = StripeStitcher(declared_block_size=self._declared_block_size)
         writer, self._arrow = self._arrow, None
         if writer is None:
             return
@@ -193,7 +208,7 @@ class StitchedPieces:
         if self._arrow is not None:
             self._end_piece()  # the open piece's rows come first
         bloom = self._bloom_rows
-        kwargs = self.options.arrow_kwargs()
+        kwargs = self.options.arrow_encode_kwargs()
 
         def encode(part: pa.Table) -> pa.Buffer:  # (an encoding thread)
             sink = pa.BufferOutputStream()

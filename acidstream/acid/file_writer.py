@@ -190,6 +190,9 @@ class AcidFileWriter(StitchedPieces):
         self._orc: Any = None
         self._arrow: Any = None
         self._columnar = engine == "arrow"
+        # The compression block a stitched file declares (its pieces' encoders may use a
+        # larger one when it is uncompressed: OrcWriterOptions.arrow_encode_kwargs).
+        self._declared_block_size: int = self.options.arrow_kwargs()["compression_block_size"]
         # Stitched files (streaming on the arrow engine, or any arrow-engine file once a
         # batch needs the exact path): each run of rows written by one encoder is a
         # "piece"; a flush ends the current one.
@@ -198,6 +201,7 @@ class AcidFileWriter(StitchedPieces):
         self._native: pa.BufferOutputStream | None = None  # ... of the current arrow piece
         # The insert runs of the current arrow piece when pyarrow encodes only its rows.
         self._piece_runs: list[InsertRun] | None = None
+        self._piece_bytes = 0
         self._exact: Any = None  # the pyorc writer of the current exact piece
         self._tail_end = 0  # stitched file length after its last tail
         if engine == "pyorc":
@@ -213,7 +217,7 @@ class AcidFileWriter(StitchedPieces):
             )
         else:
             if streaming:
-                self._stitch = StripeStitcher()
+                self._stitch = StripeStitcher(declared_block_size=self._declared_block_size)
             # Otherwise the encoder is made by the first write (_direct_writer), unless
             # that write is of inserts: the file is then stitched (_write_arrow_inserts).
             self._row_type = setup.row_type

@@ -27,6 +27,7 @@ from acidstream.acid.errors import AcidFormatError
 from acidstream.acid.orc_tail import (
     OrcTail,
     compress_chunks,
+    declare_block_size,
     decompress_chunks,
     metadata_items,
     with_proleptic_calendar,
@@ -47,6 +48,7 @@ from acidstream.acid.protobuf import (
 __all__ = ["StripeStitcher", "merge_column_statistics"]
 
 _HEADER = b"ORC"
+_NONE = 0  # PostScript.compression: uncompressed
 _I64_MAX = (1 << 63) - 1
 
 
@@ -300,7 +302,10 @@ class StripeStitcher:
     header): ``add_piece`` registers each one, ``tail`` returns the footer that
     describes every stripe so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, declared_block_size: int | None = None) -> None:
+        #: The compression block the tails declare when the file is uncompressed (its
+        #: pieces' encoders may use a larger one: ``orc_tail.declare_block_size``).
+        self.declared_block_size = declared_block_size
         self.position = 0  # bytes handed out so far (= where the next write lands)
         self.stripe_rows: list[int] = []
         self._stripes: list[bytes] = []
@@ -327,7 +332,9 @@ class StripeStitcher:
         shift = body_start - header
         if self._template is not None:
             t = self._template
-            if (t.compression, t.block_size) != (tail.compression, tail.block_size):
+            # (The block size of an uncompressed piece shapes no byte of its stripes.)
+            same_block = t.compression == _NONE or t.block_size == tail.block_size
+            if t.compression != tail.compression or not same_block:
                 raise AcidFormatError("pieces of one ORC file must share their compression")
         else:
             self._template = tail
@@ -394,7 +401,7 @@ class StripeStitcher:
         meta = compress_chunks(bytes(self._stripe_stats), t.compression, t.block_size)
         ps_fields = [
             (n, w, len(footer) if n == 1 else len(meta) if n == 5 else v)
-            for n, w, v in t.postscript_fields
+            for n, w, v in declare_block_size(t, self.declared_block_size)
         ]
         if not any(n == 5 for n, _, _ in ps_fields):
             ps_fields.append((5, VARINT, len(meta)))

@@ -30,6 +30,7 @@ __all__ = [
     "PROLEPTIC_GREGORIAN",
     "OrcTail",
     "compress_chunks",
+    "declare_block_size",
     "decompress_chunk",
     "decompress_chunks",
     "metadata_items",
@@ -275,6 +276,17 @@ def rewrite_tail(
     if len(ps) > 255:
         raise AcidFormatError("ORC postscript longer than 255 bytes")
     return tail.metadata_section + footer + ps + bytes((len(ps),))
+
+
+def declare_block_size(tail: OrcTail, block_size: int | None) -> list[Field]:
+    """``tail``'s postscript fields, declaring ``block_size`` as the compression block of
+    an uncompressed file (its encoder may have used a larger one: the block size changes
+    no other byte of an uncompressed file). Unchanged when compressed or ``None``."""
+    if block_size is None or tail.compression != _NONE:
+        return tail.postscript_fields
+    return [
+        (n, w, block_size if n == 3 and w == VARINT else v) for n, w, v in tail.postscript_fields
+    ]
 
 
 def metadata_items(metadata: Mapping[str, bytes]) -> list[Field]:
