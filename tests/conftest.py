@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.long_cases import LONG_CASES, PG_TWINS, is_pg_twin
+
+# Property tests check outcomes, not speed: no per-example deadline (hypothesis's 200 ms
+# default fails a loaded machine's first example, e.g. the suite on two busy cores).
+settings.register_profile("acidstream", deadline=None)
+settings.load_profile("acidstream")
 
 pytest_plugins = [
     "tests.plugins.spark_fixture",
