@@ -34,7 +34,10 @@ workers and loads both merge engines):
     delta-rs: ``when_matched_delete`` (op ``d``), ``when_matched_update_all``,
     ``when_not_matched_insert_all`` (not ``d``).
 
-Figures: events/s end to end (query start to end, every event read, parsed and committed);
+Figures: events/s end to end (query start to end, every event read, parsed and committed),
+and where each run's time went: the Spark job of each batch (Kafka read, parse, to the
+driver), the merge (ours: the sink's ``apply_seconds``), the rest of the batch function, and
+outside it (Spark's micro-batch planning, offsets, checkpoint; our job's progress line);
 freshness p50/p99: each event's ``source.ts_ms`` to the commit of its batch. The events were
 produced before the runs, so each run's clock is shifted to start when the last event was
 produced (as if the job had been restarted at that moment after a pause): freshness =
@@ -222,6 +225,7 @@ class Run:
     commits: list[tuple[float, np.ndarray]] = field(default_factory=list)
     batch_seconds: list[float] = field(default_factory=list)  # the foreachBatch's time
     merge_seconds: list[float] = field(default_factory=list)  # of which the merge / apply
+    spark_seconds: list[float] = field(default_factory=list)  # and the Spark job (read, parse)
 
     def freshness(self, produced_at: float) -> tuple[float, float]:
         """p50 and p99 seconds from each event's source ts_ms to its commit, the run's clock
@@ -346,6 +350,7 @@ def foreach_batch_run(
         run.batches += 1
         run.batch_seconds.append(t2 - t0)
         run.merge_seconds.append(t2 - t1)
+        run.spark_seconds.append(t1 - t0)
         log(f"  {system} batch {batch_id}: {events.num_rows:,} events, {t2 - t0:.2f}s "
             f"(merge {t2 - t1:.2f}s)")  # fmt: skip
 
@@ -473,6 +478,9 @@ def job_run(
     for st in stats:
         run.commits.append((float(st["committed_at"]), np.asarray(st["event_times_ms"])))
         run.batch_seconds.append(float(st["seconds"]))
+        if "apply_seconds" in st:  # the sink's split of its batch (Spark job, apply_changes)
+            run.merge_seconds.append(float(st["apply_seconds"]))
+            run.spark_seconds.append(float(st["spark_seconds"]))
         run.events += int(st["events"])
     run.batches = res.batches_committed
     return run
@@ -711,6 +719,19 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
             merge = f"{sum(r.merge_seconds):8.1f}" if r.merge_seconds else f"{'-':>8}"
             print(f"{rep + 1:<4} {name:<44} {r.events / r.seconds:>10,.0f} {r.seconds:>8.1f} "
                   f"{r.batches:>7} {merge} {p50:>7.1f} {p99:>7.1f}")  # fmt: skip
+    print("where each run's time went (sums over its batches): the Spark job (Kafka read, "
+          "parse, to the driver), the merge (ours: apply_changes, its key lookup, files and "
+          "commit; Delta's: its collapse and delta-rs merge), the rest of the batch function "
+          "(ours: the collapse of the tasks' events, the sink's bookkeeping), and outside it "
+          "(the query's start, Spark's micro-batch planning, offsets and checkpoint; our "
+          "job's progress line and lag lookup)")  # fmt: skip
+    for rep, pair in enumerate(runs):
+        for r in pair:
+            spark_s, merge_s = sum(r.spark_seconds), sum(r.merge_seconds)
+            fn_s = sum(r.batch_seconds)
+            print(f"  run {rep + 1} {r.system:<10} {r.seconds:6.1f}s = Spark job {spark_s:5.1f}s "
+                  f"+ merge {merge_s:5.1f}s + rest {fn_s - spark_s - merge_s:4.1f}s "
+                  f"+ outside the batch function {r.seconds - fn_s:4.1f}s")  # fmt: skip
     print(f"read: our table {s_ours:.2f}s, the same {n_rows:,} rows in one txn {s_ref:.2f}s "
           f"(best of {args.read_repeat}, alternating)")  # fmt: skip
     print()

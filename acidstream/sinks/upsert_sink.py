@@ -294,6 +294,7 @@ class UpsertSink(AcidSink):
             c for c in ("key", "topic", "partition", "offset", "timestamp") if c in batch_df.columns
         ]
         group = f"acidstream-upsert-{self.name}-{batch_id}-{time.time_ns()}"
+        t_job = time.monotonic()
         try:
             with _job_group(
                 spark.sparkContext, group, f"acidstream upsert {self.name} batch {batch_id}"
@@ -306,6 +307,7 @@ class UpsertSink(AcidSink):
         except BaseException:
             _drain_job_group(spark.sparkContext, group)
             raise
+        t_job = time.monotonic() - t_job
         faults.point("upsert.after_parse")
         pieces = [pa.ipc.open_stream(r["events"]).read_all() for r in tasks if r["n_events"]]
         rows = sum(int(r["rows"]) for r in tasks)
@@ -337,9 +339,11 @@ class UpsertSink(AcidSink):
 
         # The sink's agent on the txn: recover() at the next start aborts it if this driver
         # dies holding it (else its EXCL_WRITE lock would wait out the metastore's timeout).
+        t_apply = time.monotonic()
         result = apply_changes(
             store, self.name, events, change, commit_param=commit_param, agent_info=self.agent
         )
+        t_apply = time.monotonic() - t_apply
         committed_at = time.time()
         faults.point("upsert.after_commit")
         self.batches_committed += 1
@@ -351,6 +355,7 @@ class UpsertSink(AcidSink):
             "updated": result.updated, "deletes": result.deleted, "absent_deletes": result.absent_deletes,
             "skipped_late": result.skipped_late, "dead_letters": bad if opts.dead_letter_path else 0,
             "committed_at": committed_at, "event_times_ms": times, "attempts": result.attempts,
+            "spark_seconds": t_job, "apply_seconds": t_apply,
         }  # fmt: skip
         log.info(
             "batch %s: %s events (%s upserts, %s deletes, %s late, %s bad) in write id %s",
