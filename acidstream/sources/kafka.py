@@ -63,6 +63,7 @@ from acidstream.sources.errors import DataLossError, SourceError
 from acidstream.sources.kafka_common import (
     KafkaInputPartition,
     arrow_batch,
+    gc_paused,
     retrying,
     skip_to_log_start,
 )
@@ -532,8 +533,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.opts.client == CLIENT_CONFLUENT:
             from acidstream.sources import kafka_confluent
 
-            return kafka_confluent.read_range(self.opts, arrow_schema, partition)
-        return _read_range(self.opts, arrow_schema, partition)
+            return gc_paused(kafka_confluent.read_range(self.opts, arrow_schema, partition))
+        return gc_paused(_read_range(self.opts, arrow_schema, partition))
 
 
 def _read_range(
