@@ -19,8 +19,9 @@ stays fast and reads nothing.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from acidstream.acid.lazy_exports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -118,14 +119,4 @@ if TYPE_CHECKING:
     from acidstream.txn.store import open_store
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'acidstream' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)
