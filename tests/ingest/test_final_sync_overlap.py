@@ -139,3 +139,51 @@ def test_a_failed_sync_of_the_last_commit_aborts_it_and_keeps_what_was_committed
         assert all(other.txn_state(t) is TxnState.COMMITTED for t in txns[:-1])
         ids = sorted(snapshot_read(store, table).column("id").to_pylist())
         assert ids == [*range(batch - 1), 100]
+
+
+def test_a_failed_sync_of_an_intermediate_commit_aborts_it_and_keeps_what_was_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An intermediate commit of a 3-txn batch (its data sync on the sync thread while the
+    statements run, since its rows were not parsed ahead) fails its fdatasync: a typed
+    StorageError, that txn aborted, the batch's committed txn reads back and the batch is
+    over (its last txn is not started)."""
+    from acidstream.acid.errors import StorageError
+    from tests.ingest.conftest import snapshot_read
+
+    url = f"sqlite:///{tmp_path}/m.db"
+    with open_store(url, warehouse=str(tmp_path / "wh")) as store, open_store(url) as other:
+        table = store.create_table(
+            TableDef("default", "t", (("id", "int"), ("msg", "string")),
+                     parameters={"transactional": "true"})
+        )  # fmt: skip
+        real = os.fdatasync
+        failing = threading.Event()
+        threads: list[str] = []
+
+        def flaky(fd: int) -> None:
+            if failing.is_set() and os.readlink(f"/proc/self/fd/{fd}").endswith("bucket_00000"):
+                threads.append(threading.current_thread().name)
+                raise OSError(5, "Input/output error (injected)")
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", flaky)
+        opts = StreamingOptions(txns_per_batch=3, housekeeping_interval_s=None)
+        with StreamingConnection(
+            "t", record_writer=StrictJsonWriter(), store=store, options=opts
+        ) as c:
+            first = c.begin_transaction()
+            c.write_many([b'{"id": 0, "msg": "m"}'])
+            c.commit_transaction()
+            second = c.begin_transaction()
+            c.write_many([b'{"id": 1, "msg": "m"}'])
+            failing.set()
+            with pytest.raises(StorageError, match="aborted"):
+                c.commit_transaction()
+            failing.clear()
+        # (The commit's own sync failed on the sync thread; cutting the file back after it
+        # syncs on the writing thread, which the injected fault fails too.)
+        assert threads and threads[0].startswith("acidstream-sync")
+        assert other.txn_state(first) is TxnState.COMMITTED
+        assert other.txn_state(second) is TxnState.ABORTED
+        assert snapshot_read(store, table).column("id").to_pylist() == [0]
