@@ -30,6 +30,7 @@ from acidstream.acid import faults
 from acidstream.acid.directory import get_acid_state
 from acidstream.acid.errors import AcidStreamError, ConfigError, TableNotFoundError
 from acidstream.acid.layout import ParsedBase, ParsedDelta, parse_dir_name
+from acidstream.acid.partitions import discover_partitions
 from acidstream.acid.snapshot import LONG_MAX, ValidTxnList
 from acidstream.acid.storage import Storage
 from acidstream.compaction.worker import partition_dir, refuse_partition_dirs
@@ -188,9 +189,13 @@ class Cleaner:
                 done.append(p)
         return tuple(done)
 
-    def _forget(self, storage: Storage, path: str, db: str, table: str, part: str | None) -> int:
+    def _forget(
+        self, storage: Storage, paths: str | Sequence[str], db: str, table: str, part: str | None
+    ) -> int:
+        """Forget the target's aborted txns whose data is gone from every one of ``paths``."""
+        where = [paths] if isinstance(paths, str) else list(paths)
         comps = self.queue.aborted_components(db, table, part)
-        gone = [t for t, op, w in comps if data_gone(storage, path, t, op, w)]
+        gone = [t for t, op, w in comps if all(data_gone(storage, p, t, op, w) for p in where)]
         min_age_s = max(self.forget_after_s or 0.0, self.store.txn_timeout_s())
         return self.queue.forget_aborted(db, table, part, gone, min_age_s=min_age_s)
 
@@ -230,6 +235,22 @@ class Cleaner:
         self.queue.mark_cleaned(rec.id)
         return CleanOutcome(rec.id, rec.target, deleted, forgotten, "succeeded")
 
+    def _partition_paths(self, storage: Storage, table: TableDef, root: str) -> list[str]:
+        """Every directory of rows of a partitioned table: the catalog's partitions (their
+        locations may lie outside the table's) and the ``k=v/...`` directories on disk below
+        the root (an aborted write's new partitions are in no catalog)."""
+        keys = len(table.partition_keys)
+        found = set()
+        if storage.exists(root):
+            found = {
+                p.path.rstrip("/")
+                for p in discover_partitions(storage, root)
+                if len(p.values) == keys and p.path.rstrip("/") != root.rstrip("/")
+            }
+        for info in self.store.list_partitions(table.db, table.name):
+            found.add(self._storage_for(info.location)[1].rstrip("/"))
+        return sorted(found)
+
     def clean_aborted(self) -> list[CleanOutcome]:
         """Delete directories holding only aborted data, and forget those txns."""
         out: list[CleanOutcome] = []
@@ -239,23 +260,29 @@ class Cleaner:
                 table = self.store.get_table(db, name)
             except TableNotFoundError:
                 continue
-            try:
-                check_target(table, part)
-            except ConfigError:
-                # A dynamic-partition write's placeholder (no partition) names no single
-                # directory: the table root would list every partition as aborted data.
-                continue
+            placeholder = part is None and table.is_partitioned
+            if not placeholder:
+                try:
+                    check_target(table, part)
+                except ConfigError:
+                    continue  # not a directory of rows (a hand-made queue entry): touch nothing
             if (_param(table, NO_CLEANUP) or "").strip().lower() == "true":
                 continue
             storage, path = self._storage_for(partition_dir(self.store, table, part))
             deleted: tuple[str, ...] = ()
             try:
-                if storage.exists(path):
-                    txns = self.store.get_valid_txns()
-                    wids = self.store.get_valid_write_ids(table.db, table.name, txns)
-                    state = get_acid_state(path, write_ids=wids, txns=txns, storage=storage)
-                    deleted = self._delete(storage, state.aborted)
-                forgotten = self._forget(storage, path, db, name, part)
+                # A dynamic-partition write that died before it named its partitions left
+                # only the table-level placeholder: its files may be in any partition, so
+                # every partition directory is cleaned of aborted data (as Hive's Cleaner
+                # does for a "dynamic partition abort"), never the table root itself.
+                paths = self._partition_paths(storage, table, path) if placeholder else [path]
+                txns = self.store.get_valid_txns()
+                wids = self.store.get_valid_write_ids(table.db, table.name, txns)
+                for p in paths:
+                    if storage.exists(p):
+                        state = get_acid_state(p, write_ids=wids, txns=txns, storage=storage)
+                        deleted += self._delete(storage, state.aborted)
+                forgotten = self._forget(storage, paths, db, name, part)
             except (AcidStreamError, OSError) as e:
                 out.append(CleanOutcome(None, target, (), 0, "failed", error=e))
                 continue

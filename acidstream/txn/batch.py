@@ -365,6 +365,7 @@ class TransactionBatch:
             raise TransactionError("Transaction state is not OPEN. Missing begin_transaction?")
         self.check_alive()
         txn, wid = self.current_txn, self.current_write_id
+        faults.point("batch.before_add_partitions")
         self._register_partitions([(txn, wid)], partitions)
         faults.point("batch.before_commit")
         nxt = self.txn_ids[self._index + 1] if self.remaining > 0 else None

@@ -114,16 +114,19 @@ def test_a_writer_killed_mid_stream_leaves_committed_rows_and_a_clean_fsck(
     _check_after_the_kill(store_url, s3_warehouse, acked)
 
 
+@pytest.mark.parametrize("step", ["batch.before_add_partitions", "batch.before_commit"])
 def test_a_writer_killed_after_uploading_before_the_commit_leaves_nothing_visible(
-    s3_warehouse: S3Warehouse, tmp_path: Path
+    s3_warehouse: S3Warehouse, tmp_path: Path, step: str
 ) -> None:
     """The kill at ``batch.before_commit``: the txn's object is uploaded whole (one object
     per commit on S3) but the metastore never committed it: no row of it shows, fsck is
     clean once the txn is aborted (the object is an aborted write's, which readers skip
-    and the Cleaner removes)."""
+    and the Cleaner removes). At ``batch.before_add_partitions`` the txn has not named its
+    partitions yet (its only component is the table-level placeholder; its upload may or
+    may not have finished): the Cleaner finds its objects in the partitions all the same."""
     store_url = f"sqlite:///{tmp_path}/m.db"
     _table(store_url, s3_warehouse)
-    env = clean_env({"ACIDSTREAM_FAULTS": "batch.before_commit"})
+    env = clean_env({"ACIDSTREAM_FAULTS": step})
     p = _writer(store_url, s3_warehouse, env)
     out, err = p.communicate(timeout=300)
     assert p.returncode == -signal.SIGKILL, err[-2000:]
