@@ -26,6 +26,7 @@ from acidstream.sources.kafka_common import (
     retrying,
     skip_to_log_start,
 )
+from acidstream.sources.kafka_consumers import POOL, consumer_key
 from acidstream.sources.kafka_options import (
     _TP,
     OPT_POLL_TIMEOUT_MS,
@@ -210,6 +211,10 @@ def read_range(
 ) -> Iterator[Any]:
     """Executor side: Arrow batches of exactly ``[start, end)`` of one partition.
 
+    The consumer comes from the worker's pool (:mod:`kafka_consumers`) and goes back to
+    it after a read that ended well, with the offset it delivers next: the partition's
+    next range normally starts there, and what librdkafka fetched ahead serves it.
+
     Raises:
         DataLossError: Records in the range are gone (``failOnDataLoss``).
         SourceError: The broker stopped answering for ``pollTimeoutMs``, or librdkafka
@@ -218,10 +223,17 @@ def read_range(
     from confluent_kafka import KafkaError, TopicPartition
 
     where = f"{part.topic}/{part.partition} [{part.start}, {part.end})"
-    consumer = retrying(opts, "consumer bootstrap", lambda: new_consumer(opts))
+    lease = POOL.lease(
+        consumer_key(opts, part),
+        part.start,
+        lambda: retrying(opts, "consumer bootstrap", lambda: new_consumer(opts)),
+        lambda c: c.close(),
+    )
+    consumer = lease.consumer
     timeout = lookup_timeout_s(opts)
     per_poll = _own(opts, "max.poll.records", min(opts.arrow_batch_rows, _DEFAULT_MAX_POLL_RECORDS))
     out_of_range = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+    done = False
     try:
 
         def log_start() -> int:
@@ -232,9 +244,16 @@ def read_range(
                 lambda: int(consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)[0]),
             )
 
-        position = skip_to_log_start(opts, part, part.start, log_start())
-        if position < part.end:
+        # No log-start lookup up front: a fetch below the log start is an
+        # out-of-range error event (auto.offset.reset=error), and only then is it looked up.
+        position = part.start
+        # The offset the consumer delivers next (what goes back to the pool with it):
+        # past the last message or end-of-partition event it delivered.
+        delivered = lease.position
+        unsettled = False
+        if position < part.end and delivered != position:
             consumer.assign([TopicPartition(part.topic, part.partition, position)])
+            delivered = position
         cols: tuple[list[Any], ...] = ([], [], [], [])  # key, value, offset, timestamp(us)
         ttypes: list[int | None] = []
         last_progress = time.monotonic()
@@ -254,16 +273,22 @@ def read_range(
                         # Everything below the partition's end has been delivered: offsets
                         # up to it without a record (markers, compaction) are read.
                         position = max(position, int(m.offset()))
+                        delivered = max(delivered or 0, int(m.offset()))
                     elif err.code() in out_of_range:
                         position = skip_to_log_start(opts, part, position, log_start())
                         if position < part.end:
                             consumer.assign([TopicPartition(part.topic, part.partition, position)])
+                            delivered = position
+                        else:
+                            unsettled = True  # its fetch stopped at the out-of-range offset
                     elif err.fatal():
                         raise SourceError(
                             f"reading {where} from Kafka {opts.bootstrap}: {err.str()}"
                         )
                     else:  # librdkafka retries transient errors itself
                         log.info("Kafka %s while reading %s: %s", opts.bootstrap, where, err.str())
+            if recs:
+                delivered = max(delivered or 0, recs[-1].offset() + 1)
             if recs and (recs[0].offset() < position or recs[-1].offset() >= part.end):
                 # Outside [position, end): records before a re-assignment, or past the end.
                 recs = [m for m in recs if position <= m.offset() < part.end]
@@ -291,5 +316,9 @@ def read_range(
                 ttypes = []
         if ttypes:
             yield arrow_batch(arrow_schema, part, cols, ttypes)
+        done = delivered is not None and not unsettled
     finally:
-        consumer.close()
+        if done and delivered is not None:
+            POOL.give_back(lease, delivered)
+        else:
+            POOL.discard(lease)

@@ -226,9 +226,32 @@ def test_rate_limit_spreads_the_limit_by_backlog_like_spark() -> None:
     begin = {("t", 0): 0, ("t", 1): 100, ("t", 2): 5}
     until = {("t", 0): 300, ("t", 1): 200, ("t", 2): 6, ("t", 3): 0}
     got = _rate_limit(100, begin, until)
-    # backlogs 300, 100, 1 (total 401): floor(74.8)=74, floor(24.9)=24, ceil(0.25)=1
-    assert got == {("t", 0): 74, ("t", 1): 124, ("t", 2): 6, ("t", 3): 0}
+    # backlogs 300, 100, 1 (total 401): floor(74.8)=74, floor(24.9)=24, ceil(0.25)=1; the
+    # one record rounding down left goes to the largest fraction (.94 of t/1)
+    assert got == {("t", 0): 74, ("t", 1): 125, ("t", 2): 6, ("t", 3): 0}
     assert _rate_limit(1000, begin, until) == until
+
+
+def test_rate_limit_fills_the_limit_with_the_largest_remainders() -> None:
+    begin = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
+    equal = dict.fromkeys(begin, 200000)
+    # Spark's floors: 33,333 each, 99,999 in all; the last record to the first in order.
+    got = _rate_limit(100_000, begin, equal)
+    assert got == {("t", 0): 33_334, ("t", 1): 33_333, ("t", 2): 33_333}
+    assert sum(got.values()) == 100_000
+    # Uneven backlogs 5, 7, 11 (total 23), limit 10: 2.17, 3.04, 4.78 -> 2, 3, 5 (.78 first).
+    uneven = {("t", 0): 5, ("t", 1): 7, ("t", 2): 11}
+    assert _rate_limit(10, begin, uneven) == {("t", 0): 2, ("t", 1): 3, ("t", 2): 5}
+    # Shares below one still round up, and may exceed the limit (Spark's rule).
+    tiny = {("t", 0): 1, ("t", 1): 1, ("t", 2): 1}
+    assert _rate_limit(2, begin, tiny) == tiny
+    # Limit 9 over backlogs 1, 1, 100 (0.09, 0.09, 8.8): the round-ups already took
+    # the remainder (1 + 1 + 8 = 10), nothing more is handed out.
+    small = {("t", 0): 1, ("t", 1): 1, ("t", 2): 100}
+    assert _rate_limit(9, begin, small) == {("t", 0): 1, ("t", 1): 1, ("t", 2): 8}
+    # Never past a backlog: limit 20 over backlogs 3, 19 (2.7, 17.3) -> 3, 17.
+    short = {("t", 0): 3, ("t", 1): 19, ("t", 2): 0}
+    assert _rate_limit(20, begin, short) == {("t", 0): 3, ("t", 1): 17, ("t", 2): 0}
 
 
 def test_partitions_plan_one_range_per_partition_with_data() -> None:
@@ -483,8 +506,9 @@ def test_max_offsets_per_trigger_splits_into_micro_batches(
         _opts(kafka_broker, topic, client, startingOffsets="earliest", maxOffsetsPerTrigger="100"),
     )
     batches = run.available_now()
-    # Spark's rule: 100 spread over three equal backlogs is floor(33.3) = 33 each.
-    assert [len(b) for b in batches] == [99, 99, 99, 3]
+    # 100 over three equal backlogs: 34, 33, 33 (Spark's floors, 33 each, left a
+    # fourth batch of 3 records).
+    assert [len(b) for b in batches] == [100, 100, 100]
     assert _exactly(run.events) == produced
 
 
