@@ -32,6 +32,7 @@ from acidstream.acid.delete_index import DeleteIndex, deleted_row_mask
 from acidstream.acid.directory import AcidState
 from acidstream.acid.errors import AcidFormatError
 from acidstream.acid.layout import ParsedDelta
+from acidstream.acid.lookup_cache import LookupCache, file_id
 from acidstream.acid.orc_inspect import AcidKey, OrcFileInfo, inspect_orc, require_acid
 from acidstream.acid.snapshot import RangeResponse, ValidWriteIdList
 from acidstream.acid.storage import Storage
@@ -249,6 +250,28 @@ def _read_delta_events(
     return [keys]
 
 
+def _delta_events(
+    storage: Storage,
+    files: Sequence[DeleteFile],
+    write_ids: ValidWriteIdList,
+    cache: LookupCache | None,
+) -> list[pa.Table]:
+    """``_read_delta_events``, kept in ``cache`` (and taken from it) when the delta's
+    whole write-id range is valid: its events are then the files' own, whatever the
+    snapshot (a delta of an open or aborted write id is filtered, and not kept)."""
+    d = files[0].delta
+    if cache is None or (
+        write_ids.is_write_id_range_valid(d.min_write_id, d.max_write_id) != RangeResponse.ALL
+    ):
+        return _read_delta_events(storage, files, write_ids)
+    ids = [file_id(f.path, f.logical_length, f.file_length) for f in files]
+    got = cache.delete_events(ids)
+    if got is None:
+        got = _read_delta_events(storage, files, write_ids)
+        cache.put_delete_events(ids, got)
+    return got
+
+
 def _may_be_misplaced(keys: pa.Table, files: Sequence[DeleteFile], fileno: np.ndarray) -> bool:
     """Whether some V1 event's writer id differs from its file's bucket id (a superset of
     what ``_check_bucket`` rejects file by file)."""
@@ -449,13 +472,18 @@ class DeleteKeySet:
     """
 
     def __init__(
-        self, storage: Storage, files: Sequence[DeleteFile], write_ids: ValidWriteIdList
+        self,
+        storage: Storage,
+        files: Sequence[DeleteFile],
+        write_ids: ValidWriteIdList,
+        *,
+        cache: LookupCache | None = None,
     ) -> None:
         by_delta: dict[ParsedDelta, list[DeleteFile]] = {}
         for f in files:
             by_delta.setdefault(f.delta, []).append(f)
         self._by_delta: dict[ParsedDelta, list[pa.Table]] = {
-            d: _read_delta_events(storage, fs, write_ids) for d, fs in by_delta.items()
+            d: _delta_events(storage, fs, write_ids, cache) for d, fs in by_delta.items()
         }
         self._matchers: dict[frozenset[ParsedDelta], _Matcher] = {}
         self._groups: dict[frozenset[ParsedDelta], RowIdGroups] = {}

@@ -50,6 +50,7 @@ from acidstream.acid.key_prune import (
     stripe_may_hold,
 )
 from acidstream.acid.layout import ParsedDelta
+from acidstream.acid.lookup_cache import FileKeys, LookupCache, file_id
 from acidstream.acid.orc_inspect import open_orc
 from acidstream.acid.orc_read import read_orc_columns
 from acidstream.acid.orc_row_groups import (
@@ -87,6 +88,7 @@ class LookupCounts:
     stripes_whole: int = 0
     groups: int = 0
     groups_read: int = 0
+    files_cached: int = 0  # files answered from a LookupCache entry, nothing decoded
     prune: PruneCounts = field(default_factory=PruneCounts)
 
     def add(self, other: LookupCounts) -> None:
@@ -96,22 +98,35 @@ class LookupCounts:
         self.stripes_whole += other.stripes_whole
         self.groups += other.groups
         self.groups_read += other.groups_read
+        self.files_cached += other.files_cached
         self.prune.by_stats += other.prune.by_stats
         self.prune.by_bloom += other.prune.by_bloom
 
     def text(self) -> str:
         return (
-            f"{self.files} files, stripes {self.stripes - self.stripes_pruned}/{self.stripes} "
+            f"{self.files} files ({self.files_cached} from the cache), stripes {self.stripes - self.stripes_pruned}/{self.stripes} "
             f"read ({self.stripes_whole} of them whole), row groups {self.groups_read} read of "
             f"{self.groups} in the stripes read ({self.prune.by_stats} ruled out by min/max, "
             f"{self.prune.by_bloom} by bloom filters)"
         )
 
 
-def _registry(storage: Storage, state: AcidState, write_ids: ValidWriteIdList, cap: int) -> Deletes:
+def _registry(
+    storage: Storage,
+    state: AcidState,
+    write_ids: ValidWriteIdList,
+    cap: int,
+    cache: LookupCache | None = None,
+) -> Deletes:
     dfiles = delete_files(state)
     registry: DeleteKeySet | SortMergedDeletes | None = None
-    if dfiles:
+    if dfiles and cache is not None:
+        # The kept events of every delta whose range is valid, the others read: the
+        # in-memory registry unless the events are over the cap (then the bounded one,
+        # as without a cache).
+        keyset = DeleteKeySet(storage, dfiles, write_ids, cache=cache)
+        registry = keyset if keyset.size <= cap else SortMergedDeletes(storage, dfiles, write_ids)
+    elif dfiles:
         merged = SortMergedDeletes(storage, dfiles, write_ids)
         registry = merged if merged.size > cap else DeleteKeySet(storage, dfiles, write_ids)
     return Deletes(registry, tuple({f.delta: None for f in dfiles}))
@@ -130,6 +145,7 @@ def lookup_partition(
     blooms: bool = True,
     counts: LookupCounts | None = None,
     bucket_keys: Mapping[int, Mapping[str, pa.Array]] | None = None,
+    cache: LookupCache | None = None,
 ) -> Iterator[pa.Table]:
     """The visible rows of one partition's snapshot ``state`` (no original files) whose
     key columns hold one of ``keys``' values (table column name -> values, the table's
@@ -142,11 +158,16 @@ def lookup_partition(
     ``bucket_keys``: ``keys`` split by the bucket Hive's hash sends them to (the caller
     knows the table is bucketed on key columns): a ``bucket_N`` file is searched for
     bucket N's keys only and a file of a bucket without keys is skipped, as ``buckets``
-    skips it."""
+    skips it.
+
+    ``cache``: what earlier lookups learned of these (immutable) files, kept in and
+    taken from it (``acidstream.acid.lookup_cache``): a file whose keys are dense
+    enough to be read nearly whole anyway is decoded once, then answered from memory;
+    delete deltas are read once."""
     assert plan.include_row_id
     if state.original_files or any(d.is_raw for d in state.deltas):
         raise ValueError("lookup_partition does not read original files")
-    deletes = _registry(storage, state, write_ids, delete_event_cap)
+    deletes = _registry(storage, state, write_ids, delete_event_cap, cache)
     sorted_keys = {k: SortedKeys(v) for k, v in keys.items()}
     per_bucket = (
         None
@@ -187,6 +208,7 @@ def lookup_partition(
                     deletes=deletes,
                     split=(split_min, split_stmt),
                     blooms=blooms,
+                    cache=cache,
                 )
             )
             sizes.append(f.logical_length)
@@ -286,8 +308,29 @@ def _lookup_file(
     deletes: Deletes,
     split: tuple[int, int],
     blooms: bool,
+    cache: LookupCache | None = None,
 ) -> tuple[pa.Table | None, LookupCounts]:
     counts = LookupCounts()
+    if cache is not None and not check_validity:
+        # Only files whose rows all have a valid write id: a cached entry then answers
+        # for any snapshot that uses the file (validity is not part of it).
+        cached = _cached_rows(cache, storage, f, plan, sorted_keys)
+        if cached is not None:
+            counts.files += 1
+            counts.files_cached += 1
+            if not cached.num_rows:
+                return None, counts
+            qualifying = deletes.qualifying(*split) if deletes.registry else frozenset()
+            return _finish(
+                cached,
+                plan=plan,
+                partition=partition,
+                write_ids=write_ids,
+                check_validity=False,
+                deletes=deletes,
+                qualifying=qualifying,
+                split=split,
+            ), counts
     fl = _File.open(storage, f, plan)
     if fl is None:
         return _whole_file(
@@ -331,6 +374,108 @@ def _lookup_file(
     finally:
         fl.data.close()
     return (pa.concat_tables(pieces) if pieces else None), counts
+
+
+def _cache_column(
+    plan: ReadPlan, sorted_keys: Mapping[str, SortedKeys]
+) -> tuple[int, str, SortedKeys] | None:
+    """``(plan position index, key name, keys)`` when a lookup can be answered from
+    :class:`FileKeys`: one integer key column, the only column the plan reads (a MERGE
+    whose UPDATE SET * reads no old value); ``None`` otherwise."""
+    if len(sorted_keys) != 1 or len(plan.read_positions) != 1:
+        return None
+    ((name, keys),) = sorted_keys.items()
+    pos = plan.read_positions[0]
+    if plan.names[pos].lower() != name.lower() or keys.ints is None or keys.date:
+        return None
+    if not pa.types.is_integer(plan.types[pos]) or plan.filter is not None:
+        return None
+    return 0, name.lower(), keys
+
+
+def _cached_rows(
+    cache: LookupCache,
+    storage: Storage,
+    f: DataFile,
+    plan: ReadPlan,
+    sorted_keys: Mapping[str, SortedKeys],
+) -> pa.Table | None:
+    """The key rows of ``f`` as :func:`_read_stripe` + :func:`_key_rows` give them (for
+    :func:`_finish`), from the cache's entry of the file, built here when the keys are
+    dense in the file (at least one per row group: the pruned read would decode nearly
+    all of it anyway); ``None``: look the file up without the cache."""
+    how = _cache_column(plan, sorted_keys)
+    if how is None:
+        return None
+    i, name, keys = how
+    assert keys.ints is not None
+    fid = file_id(f.path, f.logical_length, f.length)
+    column = (name, str(plan.types[plan.read_positions[i]]))
+    entry = cache.file_keys(fid, column)
+    if entry is None:
+        if cache.uncacheable(fid, column):
+            return None
+        built = _build_file_keys(storage, f, plan, i, len(keys.ints))
+        if not isinstance(built, FileKeys):
+            if built == "never":
+                cache.mark_uncacheable(fid, column)
+            return None
+        entry = built
+        cache.put_file_keys(fid, column, entry)
+    o, b, r, key = entry.columns(keys.ints)
+    return pa.table(
+        {
+            _acid_key("originalTransaction"): pa.array(o, pa.int64()),
+            _acid_key("bucket"): pa.array(b, pa.int32()),
+            _acid_key("rowId"): pa.array(r, pa.int64()),
+            _row_key(i): key,
+        }
+    )
+
+
+def _build_file_keys(
+    storage: Storage, f: DataFile, plan: ReadPlan, i: int, n_keys: int
+) -> FileKeys | str:
+    """The :class:`FileKeys` of ``f`` (its key column: plan position ``i``); ``"never"``
+    when the file cannot have one (not an ACID file the lookup takes apart, no such
+    column, NULL keys); ``"not now"`` when ``n_keys`` keys are fewer than its row groups
+    (a pruned read of a few groups costs less than decoding the whole file)."""
+    fl = _File.open(storage, f, plan)
+    if fl is None:
+        return "never"
+    try:
+        c = fl.row_ids[i]
+        if c is None:
+            return "never"
+        stride = fl.meta.row_index_stride
+        rows = sum(s.rows for s in fl.meta.stripes)
+        groups = sum(-(-s.rows // stride) for s in fl.meta.stripes) if stride > 0 else rows
+        if n_keys < groups:
+            return "not now"
+        rtype = fl.meta.types[fl.acid["row"]]
+        field = rtype.names[rtype.subtypes.index(c)]
+        acid = [fl.acid_names[a] for a in ("originalTransaction", "bucket", "rowId")]
+        t = read_orc_columns(
+            open_orc(fl.storage, f.path, length=f.logical_length),
+            storage=fl.storage,
+            path=f.path,
+            length=f.logical_length,
+            columns=[*acid, f"{fl.row_name}.{field}"],
+        )
+        key = cast_column(
+            pc.struct_field(t.column(fl.row_name), field), plan.types[plan.read_positions[i]]
+        )
+        if key.null_count:
+            return "never"
+        return FileKeys.build(
+            key.to_numpy().astype(np.int64, copy=False),
+            t.column(acid[0]).to_numpy(),
+            t.column(acid[1]).to_numpy(),
+            t.column(acid[2]).to_numpy(),
+            plan.types[plan.read_positions[i]],
+        )
+    finally:
+        fl.data.close()
 
 
 # Column names of the internal table one stripe's read gives.

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidstream.acid.errors import ConfigError
+from acidstream.acid.lookup_cache import LookupCache
 from acidstream.acid.table_name import TableName
 from acidstream.mutation.merge import (
     MatchedDelete,
@@ -175,8 +176,16 @@ class ChangePlan:
     """Change events checked against the table and collapsed, as a mutation body: call it
     inside :func:`~acidstream.mutation.run.run_mutation` (or a connection's own txn)."""
 
-    def __init__(self, events: pa.Table, options: ChangeOptions, target_schema: pa.Schema) -> None:
+    def __init__(
+        self,
+        events: pa.Table,
+        options: ChangeOptions,
+        target_schema: pa.Schema,
+        *,
+        cache: LookupCache | None = None,
+    ) -> None:
         self.options = options
+        self.cache = cache
         self.events = events.num_rows
         tnames = set(target_schema.names)
         for k in options.key:
@@ -211,7 +220,7 @@ class ChangePlan:
         )
 
     def __call__(self, run: MutationRun) -> ChangeResult:
-        found = self.plan.find(run)
+        found = self.plan.find(run, cache=self.cache)
         merged = self._write(run, found)
         matched = np.zeros(self.changes.num_rows, dtype=bool)
         matched[found.pairs.column("__s").to_numpy()] = True
@@ -301,6 +310,7 @@ def apply_changes(
     *,
     commit_param: Callable[[ChangeResult], tuple[str, str]] | None = None,
     agent_info: str | None = None,
+    cache: LookupCache | None = None,
 ) -> ChangeResult:
     """Apply change events to table ``name`` in one txn (see the module's docstring).
 
@@ -314,13 +324,17 @@ def apply_changes(
         agent_info: recorded with the txn (default ``acidstream-mutation``): a writer
             that restarts after a crash finds (and aborts) its dead txn by it, instead of
             waiting for the metastore's timeout to release the EXCL_WRITE lock.
+        cache: what earlier batches' key lookups learned of the table's immutable files
+            (``acidstream.acid.lookup_cache``): a writer applying batch after batch to
+            one table passes the same cache each time (the upsert sink does); which
+            files are read still comes from each txn's own snapshot.
 
     Raises:
         ConfigError: a key or ordering column missing, a NULL key; nothing written.
         CommitConflictError: write conflicts outlived ``options.retries``.
     """
     table = store.get_table(name.db, name.table)
-    plan = ChangePlan(events, options, row_schema(table))
+    plan = ChangePlan(events, options, row_schema(table), cache=cache)
     return run_mutation(
         store,
         name,

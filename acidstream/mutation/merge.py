@@ -40,6 +40,7 @@ from sqlglot import exp
 from acidstream.acid import faults
 from acidstream.acid.bucket_hash import bucket_numbers_arrow
 from acidstream.acid.errors import CardinalityViolationError, ConfigError
+from acidstream.acid.lookup_cache import LookupCache
 from acidstream.acid.read_plan import expression_columns
 from acidstream.mutation.expressions import Expr, compile_predicate, compile_value, evaluate, mask
 from acidstream.mutation.ops import cast_to
@@ -289,9 +290,11 @@ class MergePlan:
     def __call__(self, run: MutationRun) -> MergeResult:
         return self.write(run, self.find(run))
 
-    def find(self, run: MutationRun) -> Matches:
+    def find(self, run: MutationRun, *, cache: LookupCache | None = None) -> Matches:
         """The target rows the source can match, read in the txn's snapshot, and the
-        matched (source row, target row) pairs; raises ``CardinalityViolationError``."""
+        matched (source row, target row) pairs; raises ``CardinalityViolationError``.
+        ``cache``: the key lookup's cache of the table's files (a sink's, kept from one
+        batch to the next)."""
         t = run.target
         src = self.source
         skeys = pa.table(
@@ -314,6 +317,7 @@ class MergePlan:
             buckets=buckets,
             keys=skeys,
             bucket_keys=self._bucket_keys(t, skeys),
+            cache=cache,
         )
         if prefilter is not None and target.num_rows:
             target = target.filter(prefilter)

@@ -35,6 +35,7 @@ from acidstream.acid.errors import ConfigError
 from acidstream.acid.key_lookup import LookupCounts, lookup_partition
 from acidstream.acid.list_bucketing import SkewedInfo
 from acidstream.acid.list_bucketing_prune import partition_skews
+from acidstream.acid.lookup_cache import LookupCache
 from acidstream.acid.orc_options import OrcWriterOptions
 from acidstream.acid.partition_name import make_partition_name
 from acidstream.acid.partitions import Partition, PartitionValues, discover_partitions
@@ -184,6 +185,7 @@ def read_rows(
     keys: pa.Table | Mapping[str, pa.Array] | None = None,
     counts: LookupCounts | None = None,
     bucket_keys: Mapping[int, Mapping[str, pa.Array]] | None = None,
+    cache: LookupCache | None = None,
 ) -> pa.Table:
     """The rows of ``partitions`` visible to the mutation's snapshot that satisfy ``where``,
     with ROW__ID first (``row__id`` struct<writeid, bucketid, rowid>) and every column
@@ -195,7 +197,9 @@ def read_rows(
     found by statistics, bloom filters and row-group reads. ``counts`` receives what the
     lookup read (stripes and row groups). ``bucket_keys``: the same keys split by the
     bucket Hive's hash sends them to (a table bucketed on key columns): each bucket file
-    is searched for its bucket's keys only, and a bucket without keys is not read."""
+    is searched for its bucket's keys only, and a bucket without keys is not read.
+    ``cache``: the key lookup's :class:`~acidstream.acid.lookup_cache.LookupCache`
+    (what earlier lookups of the table learned of its immutable files)."""
     out_schema = pa.schema(
         [pa.field(ROW_ID_COLUMN, ROW_ID_TYPE)]
         + [f for f in target.schema if columns is None or f.name in set(columns)]
@@ -207,7 +211,7 @@ def read_rows(
     c = counts if counts is not None else LookupCounts()
     for p in partitions:
         if kv and target.table.skewed is None:
-            batches = _lookup(target, p, out_schema, where, buckets, kv, c, bucket_keys)
+            batches = _lookup(target, p, out_schema, where, buckets, kv, c, bucket_keys, cache)
         else:
             batches = None
         if batches is None:
@@ -262,6 +266,7 @@ def _lookup(
     keys: Mapping[str, pa.Array],
     counts: LookupCounts,
     bucket_keys: Mapping[int, Mapping[str, pa.Array]] | None = None,
+    cache: LookupCache | None = None,
 ) -> list[pa.Table] | None:
     """The partition's key rows by :func:`lookup_partition`; ``None`` when it holds
     original files (read by the full reader instead)."""
@@ -298,5 +303,6 @@ def _lookup(
                     b: {k: v for k, v in kv.items() if k in keys} for b, kv in bucket_keys.items()
                 }
             ),
+            cache=cache,
         )
     )

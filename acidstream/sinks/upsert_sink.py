@@ -35,6 +35,7 @@ import numpy as np
 
 from acidstream.acid import faults
 from acidstream.acid.errors import ConfigError, SerializationError
+from acidstream.acid.lookup_cache import LookupCache
 from acidstream.ingest.change_events import (
     EVENT_TIME_COLUMN,
     ChangeParser,
@@ -218,6 +219,11 @@ class UpsertSink(AcidSink):
             raise ConfigError("UpsertSink needs SinkOptions(mode='upsert')")
         self._spec: ChangeSpec | None = None
         self._change: ChangeOptions | None = None
+        # What each batch's key lookup learned of the table's files (immutable), for the
+        # next batch's: the base and earlier deltas are decoded once, not every batch.
+        # Each batch's txn still picks the files from its own snapshot (a compaction or
+        # another writer's commit in between is seen).
+        self.lookup_cache = LookupCache()
 
     def _bind(self, table: TableDef) -> tuple[ChangeSpec, ChangeOptions]:
         """Driver side, once: the key and ordering checked against the table."""
@@ -341,8 +347,9 @@ class UpsertSink(AcidSink):
         # dies holding it (else its EXCL_WRITE lock would wait out the metastore's timeout).
         t_apply = time.monotonic()
         result = apply_changes(
-            store, self.name, events, change, commit_param=commit_param, agent_info=self.agent
-        )
+            store, self.name, events, change, commit_param=commit_param, agent_info=self.agent,
+            cache=self.lookup_cache,
+        )  # fmt: skip
         t_apply = time.monotonic() - t_apply
         committed_at = time.time()
         faults.point("upsert.after_commit")
