@@ -19,6 +19,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,7 +270,9 @@ def run_kafka_job(
         spark: an existing SparkSession (driver); one is built from the config otherwise.
         timeout_s: stop a processing-time query after this long (``None``: run until killed).
         on_batch: called in the driver after each committed batch (once its metrics are
-            recorded and its progress line printed) with the batch's summary.
+            recorded, its lag looked up and its progress line printed) with the batch's
+            summary, on the job's progress thread, in batch order, while the next batch
+            runs; every call has returned when this function returns.
     """
     servers = bootstrap or config.kafka.bootstrap_servers
     if servers == "embedded":
@@ -361,9 +364,7 @@ def _run(
             progress.skipped(batch_id)
             return
         rows += int(st["rows"])
-        summary = progress.committed(st)
-        if on_batch is not None:
-            on_batch(summary)
+        progress.committed(st, on_batch)
 
     writer = (
         reader.load()
@@ -404,7 +405,12 @@ class _Progress:
     """The job's view of its batches (driver side): the console line of each and the
     metrics (served on ``job.metrics_port`` when set). The consumer lag compares the
     broker's end offsets with the offsets the table recorded at its last commit, read
-    with a store connection of its own."""
+    with a store connection of its own.
+
+    The batch thread only records a batch's counts; its lag (a broker round trip of
+    10-130 ms here, which the next micro-batch would wait for), its console line and the
+    ``on_batch`` callback follow on one progress thread, in batch order. ``close`` waits
+    for them, so every line is out when the job returns."""
 
     def __init__(self, config: KafkaJobConfig, servers: str) -> None:
         self.config = config
@@ -421,12 +427,14 @@ class _Progress:
             storage_options=config.storage_options,
         ).open()
         self.server: MetricsServer | None = None
+        self._reports = ThreadPoolExecutor(1, thread_name_prefix="acidstream-progress")
         try:
             self._read_committed()
             if config.job.metrics_port:
                 self.server = MetricsServer(self.metrics.registry, config.job.metrics_port)
                 print(f"metrics: http://127.0.0.1:{self.server.port}/metrics", flush=True)
         except BaseException:
+            self._reports.shutdown()
             self._store.close()
             raise
 
@@ -434,20 +442,37 @@ class _Progress:
         raw = self._store.get_table_param(self.name.db, self.name.table, self.config.sink.meta_key)
         self.lag.set_committed(json.loads(raw).get("offsets") if raw else None)
 
-    def committed(self, stats: dict[str, Any]) -> BatchSummary:
-        """After a batch's commit: its metrics and its console line."""
-        self._read_committed()
-        summary = self.metrics.record_batch(stats)
-        print(progress_line(summary), flush=True)
-        return summary
+    def committed(
+        self, stats: dict[str, Any], on_batch: Callable[[BatchSummary], None] | None = None
+    ) -> None:
+        """After a batch's commit (batch thread): its metrics now; its lag, console line
+        and ``on_batch(summary)`` on the progress thread."""
+        summary = self.metrics.record_batch(stats, lag=False)
+        self._reports.submit(self._report, summary, on_batch)
+
+    def _report(
+        self, summary: BatchSummary, on_batch: Callable[[BatchSummary], None] | None
+    ) -> None:
+        """(Progress thread.) A failure here is logged: the batch is committed whatever
+        its report does, and the next batch must not wait for it."""
+        try:
+            self._read_committed()
+            summary = self.metrics.with_lag(summary)
+            print(progress_line(summary), flush=True)
+            if on_batch is not None:
+                on_batch(summary)
+        except Exception as e:
+            log.warning("reporting batch %d failed: %s", summary.batch_id, e)
 
     def skipped(self, batch_id: int) -> None:
         """A replayed batch the table had committed already (after a restart)."""
         self.metrics.skipped.inc()
-        print(f"batch {batch_id}: committed before (a replay after a restart): skipped", flush=True)
+        line = f"batch {batch_id}: committed before (a replay after a restart): skipped"
+        self._reports.submit(print, line, flush=True)
 
     def close(self) -> None:
         try:
+            self._reports.shutdown(wait=True)  # every batch's line is out
             if self.server is not None:
                 self.server.stop()
         finally:

@@ -21,6 +21,7 @@ bucket counts (:class:`BulkHistogram`), not one ``observe`` per event.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import math
 import threading
@@ -210,7 +211,8 @@ def _count(stats: Mapping[str, Any], key: str) -> int:
 class JobMetrics:
     """The job's metrics (``acidstream_job_*``) on a registry of its own.
 
-    Driver side: :meth:`record_batch` runs in the batch thread after each commit;
+    Driver side: :meth:`record_batch` runs in the batch thread after each commit (the
+    job looks the lag up with :meth:`with_lag` on its progress thread);
     the metrics server collects from its own threads (prometheus_client is thread-safe,
     and the scrape-time values are computed under locks).
 
@@ -277,8 +279,10 @@ class JobMetrics:
         r.register(_ScrapeTime(self))
 
     # ------------------------------------------------------------------ per batch
-    def record_batch(self, stats: Mapping[str, Any]) -> BatchSummary:
-        """Add one committed batch (the sink's ``last_batch_stats``) and summarise it."""
+    def record_batch(self, stats: Mapping[str, Any], *, lag: bool = True) -> BatchSummary:
+        """Add one committed batch (the sink's ``last_batch_stats``) and summarise it
+        (``lag``: with the consumer lag looked up now; else the summary's lag is None, for
+        :meth:`with_lag` to fill in off the batch thread)."""
         committed_at = float(stats.get("committed_at") or self._clock())
         # The records read: upsert mode counts them as rows; in append mode every record
         # read is a row written or a bad record.
@@ -307,16 +311,21 @@ class JobMetrics:
         with self._lock:
             self._last_commit = committed_at
             self._recent.append((committed_at, events))
-        lag = None
-        if self.lag is not None:
-            total = sum(self.lag.refresh().values())
-            lag = total if self.lag.ok else None
         wids = stats.get("write_ids") or (0, 0)
-        return BatchSummary(
+        summary = BatchSummary(
             batch_id=int(stats.get("batch_id", -1)), mode=self.mode, events=events, counts=counts,
-            write_ids=(int(wids[0]), int(wids[-1])), files=_count(stats, "files"), lag=lag,
+            write_ids=(int(wids[0]), int(wids[-1])), files=_count(stats, "files"), lag=None,
             freshness_p50=p50, freshness_p99=p99, seconds=seconds,
         )  # fmt: skip
+        return self.with_lag(summary) if lag else summary
+
+    def with_lag(self, summary: BatchSummary) -> BatchSummary:
+        """``summary`` with the consumer lag looked up now (a broker round trip; None when
+        there is no probe or the lookup failed)."""
+        if self.lag is None:
+            return summary
+        total = sum(self.lag.refresh().values())
+        return dataclasses.replace(summary, lag=total if self.lag.ok else None)
 
     # ------------------------------------------------------------- scrape time
     def seconds_since_last_commit(self) -> float:
