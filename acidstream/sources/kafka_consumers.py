@@ -240,7 +240,7 @@ def _trace(pool: ConsumerPool, lease: Lease, what: str) -> None:
         return
     import json
 
-    line = {"pid": os.getpid(), "end": what, "reused": lease.reused, **vars(pool.stats)}
+    line = {"pid": os.getpid(), "end": what, "lease_reused": lease.reused, **vars(pool.stats)}
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
 
