@@ -168,12 +168,14 @@ def lookup_partition(
     if state.original_files or any(d.is_raw for d in state.deltas):
         raise ValueError("lookup_partition does not read original files")
     deletes = _registry(storage, state, write_ids, delete_event_cap, cache)
-    sorted_keys = {k: SortedKeys(v) for k, v in keys.items()}
     per_bucket = (
         None
         if bucket_keys is None
         else {b: {k: SortedKeys(v) for k, v in kv.items()} for b, kv in bucket_keys.items()}
     )
+    # With the keys split by bucket every file takes its bucket's: all of them (sorted
+    # once more, 100,000 keys of a CDC batch) would serve nothing.
+    sorted_keys = {} if per_bucket is not None else {k: SortedKeys(v) for k, v in keys.items()}
     tasks: list[Callable[[], tuple[pa.Table | None, LookupCounts]]] = []
     sizes: list[int] = []
     c = counts if counts is not None else LookupCounts()

@@ -89,6 +89,7 @@ class FileKeys:
     b: int | np.ndarray
     r: int | np.ndarray
     key_type: pa.DataType
+    unique: bool = True  # no key on two rows (then one binary search per wanted key)
 
     @classmethod
     def build(
@@ -100,7 +101,9 @@ class FileKeys:
         if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
             order = np.argsort(keys, kind="stable")
             keys = keys[order]
+        unique = len(keys) < 2 or bool(np.all(keys[1:] != keys[:-1]))
         return cls(
+            unique=unique,
             keys=np.ascontiguousarray(keys),
             order=order,
             o=_compact(o.astype(np.int64, copy=False)),
@@ -119,7 +122,13 @@ class FileKeys:
     def rows(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(positions, keys)`` of the rows whose key is one of ``wanted`` (sorted
         distinct int64), in file order."""
+        if len(self.keys) == 0 or len(wanted) == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         lo = np.searchsorted(self.keys, wanted, "left")
+        if self.unique:
+            at = np.minimum(lo, len(self.keys) - 1)
+            idx = at[self.keys[at] == wanted]
+            return self._in_file_order(idx)
         hi = np.searchsorted(self.keys, wanted, "right")
         cnt = hi - lo
         if len(cnt) == 0 or int(cnt.max()) == 0:
@@ -130,6 +139,10 @@ class FileKeys:
             starts = np.repeat(lo, cnt)
             first = np.repeat(np.cumsum(cnt) - cnt, cnt)
             idx = starts + (np.arange(int(cnt.sum())) - first)
+        return self._in_file_order(idx)
+
+    def _in_file_order(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and keys of the sorted keys ``idx`` (ascending), in file order."""
         if self.order is None:
             return idx.astype(np.int64, copy=False), self.keys[idx]
         pos = self.order[idx]

@@ -247,6 +247,8 @@ class ChangePlan:
         the row groups a later batch's keys miss. (The statement's own delete delta never
         applies to its insert delta: same write id, same statement.)"""
         t, src, target, pairs = run.target, self.changes, found.target, found.pairs
+        # Both deltas' files are made durable together at the end (one wait for the disk).
+        run.files.defer_sync = True
         gone: list[pa.Table] = []  # matched target rows (with ROW__ID) to delete-event
         new: list[tuple[pa.Table, pa.Array | None]] = []  # new rows, their kept buckets
         deleted = updated = inserted = 0
@@ -294,6 +296,7 @@ class ChangePlan:
             if buckets is not None:
                 buckets = buckets.take(order)
             run.files.insert_rows(rows, _STATEMENT, buckets=buckets)
+        run.files.sync()
         return MergeResult(
             rows_inserted=inserted,
             rows_updated=updated,

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from acidstream.acid import faults, layout
 from acidstream.acid.bucket_hash import bucket_numbers, bucket_numbers_arrow
-from acidstream.acid.file_writer import DELETE_OP, AcidFileWriter
+from acidstream.acid.file_writer import DELETE_OP, AcidFileWriter, sync_data_of
 from acidstream.acid.row_keys import RowIdSequence
 from acidstream.mutation.target import Target
 from acidstream.txn.catalog import TableDef
@@ -48,12 +48,46 @@ __all__ = [
 class MutationFiles:
     """The files one mutation writes for one write id (its txn), and the partitions they
     are in. On failure :meth:`remove` deletes them (their write id is aborted: no reader
-    can see them, and the Cleaner would otherwise remove them later)."""
+    can see them, and the Cleaner would otherwise remove them later).
+
+    ``defer_sync``: each file's final footer is written when it is done, but its
+    ``fdatasync`` waits for :meth:`sync`, which makes every such file durable at once
+    (``acidstream.acid.group_sync``: one wait for the disk, not one per file; a change
+    batch writes a delete delta and an insert delta per bucket, 16 files in an 8-bucket
+    table). The owner calls :meth:`sync` before the commit."""
 
     target: Target
     write_id: int
     paths: list[str] = field(default_factory=list)
     partitions: set[str] = field(default_factory=set)
+    defer_sync: bool = False
+    _unsynced: list[AcidFileWriter] = field(default_factory=list)
+
+    def _done(self, w: AcidFileWriter) -> None:
+        """A file fully written: closed (durable) now, or ended and kept for :meth:`sync`."""
+        if not self.defer_sync:
+            w.close()
+            return
+        try:
+            w.end()
+        except BaseException:
+            w.abandon()
+            raise
+        self._unsynced.append(w)
+
+    def sync(self) -> None:
+        """Make the files :meth:`_done` kept durable, together, and close them (the
+        mutation's commit may follow). On a failure they are abandoned (and the caller's
+        :meth:`remove` deletes them)."""
+        writers, self._unsynced = self._unsynced, []
+        try:
+            sync_data_of(writers)
+            for w in writers:
+                w.finish()
+        except BaseException:
+            for w in writers:
+                w.abandon()
+            raise
 
     def delete_events(
         self, part: str, row_ids: pa.Array | pa.ChunkedArray, statement_id: int
@@ -84,7 +118,7 @@ class MutationFiles:
                 self.target.placement.partition_path(part), d, layout.bucket_file_name(int(wid))
             )
             self._track(path, part)
-            with AcidFileWriter(
+            w = AcidFileWriter(
                 st,
                 path,
                 self.target.table.schema,
@@ -93,7 +127,8 @@ class MutationFiles:
                 statement_id=statement_id,
                 options=self.target.options,
                 engine="arrow",
-            ) as w:
+            )
+            try:
                 w.write_events(
                     DELETE_OP,
                     sel.column("o"),
@@ -102,6 +137,10 @@ class MutationFiles:
                     self.write_id,
                     None,
                 )
+            except BaseException:
+                w.abort()
+                raise
+            self._done(w)
         faults.point("mutation.after_delete_delta")
         return n
 
@@ -154,8 +193,12 @@ class MutationFiles:
                         row_ids=seq,
                     )
                     self._track(w.path, part)
-                    with w:
+                    try:
                         w.insert_arrow(self.write_id, ldata)
+                    except BaseException:
+                        w.abort()
+                        raise
+                    self._done(w)
         faults.point("mutation.after_delta")
         return rows.num_rows
 
@@ -165,6 +208,9 @@ class MutationFiles:
 
     def remove(self) -> None:
         """Delete the files written (best effort: a failure leaves them to the Cleaner)."""
+        writers, self._unsynced = self._unsynced, []
+        for w in writers:
+            w.abandon()  # closes its handles (nothing of it was committed)
         st = self.target.storage
         for p in self.paths:
             try:
