@@ -230,6 +230,13 @@ def read_range(
         lambda c: c.close(),
     )
     consumer = lease.consumer
+    this = TopicPartition(part.topic, part.partition)
+    if lease.position is not None:
+        # A pooled consumer was paused when given back (librdkafka would otherwise fetch
+        # ahead in the background for as long as it sits idle, up to
+        # queued.min.messages, at an offset the next task may not want); it resumes at
+        # the offset it delivers next.
+        consumer.resume([this])
     timeout = lookup_timeout_s(opts)
     per_poll = _own(opts, "max.poll.records", min(opts.arrow_batch_rows, _DEFAULT_MAX_POLL_RECORDS))
     out_of_range = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
@@ -318,7 +325,18 @@ def read_range(
             yield arrow_batch(arrow_schema, part, cols, ttypes)
         done = delivered is not None and not unsettled
     finally:
-        if done and delivered is not None:
+        if done and delivered is not None and _paused(consumer, this):
             POOL.give_back(lease, delivered)
         else:
             POOL.discard(lease)
+
+
+def _paused(consumer: Any, tp: Any) -> bool:
+    """Pause ``tp``'s fetching on a consumer going back to the pool; False (discard it)
+    when librdkafka refuses."""
+    try:
+        consumer.pause([tp])
+    except Exception as e:  # the consumer's state is unknown: it is not pooled
+        log.info("pausing a Kafka consumer for the pool failed: %s", e)
+        return False
+    return True

@@ -199,3 +199,22 @@ def test_a_shut_down_pool_closes_what_is_given_back() -> None:
     pool.shutdown()  # interpreter exit
     pool.give_back(lease, 1)
     assert c.closed.is_set() and pool.idle() == 0
+
+
+def test_an_idle_confluent_consumer_is_paused_and_resumes_at_its_position(
+    kafka_broker: KafkaTestBroker, topic: str
+) -> None:
+    """librdkafka fetches in the background for an assigned, unpaused partition: a pooled
+    consumer would keep fetching while idle (up to ``queued.min.messages``). Paused when
+    given back, it delivers nothing while it waits, and its next lease reads on."""
+    opts = _opts(kafka_broker, topic, "confluent")
+    assert _read(opts, topic, 0, 20) == _expected(0, 20)
+    key = _key(opts, topic)
+    lease = POOL.lease(key, 20, lambda: pytest.fail("the pooled consumer was not idle"), print)
+    try:
+        # Records 20..59 are on the broker; a paused partition yields none of them.
+        polled = lease.consumer.consume(num_messages=10, timeout=1.0)
+        assert [m.offset() for m in polled if m.error() is None] == []
+    finally:
+        POOL.give_back(lease, 20)  # (its position unchanged: nothing was delivered)
+    assert _read(opts, topic, 20, 40) == _expected(20, 40)
