@@ -13,8 +13,10 @@ import pytest
 import acidstream
 from acidstream import Table
 from acidstream.acid import file_reader, key_lookup
+from acidstream.compaction import Cleaner, Worker
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictJsonWriter
+from acidstream.txn.compaction_sql import CompactionQueue
 from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import make_table
 
@@ -95,3 +97,12 @@ def wait_for_a_waiting_lock(store_url: str, *, timeout_s: float = 60.0) -> bool:
         return False
     finally:
         watcher.close()
+
+
+def compact_major(store: TxnStore, name: str) -> None:
+    """A major compaction of ``default.<name>`` run to the end, then the Cleaner's pass."""
+    q = CompactionQueue(store)
+    q.request("default", name, major=True)
+    out = Worker(store, queue=q).run_once()
+    assert out is not None and out.state == "r", out
+    Cleaner(store, queue=q).run_once()

@@ -29,13 +29,14 @@ from acidstream.acid.orc_row_groups import (
     StripeReader,
 )
 from acidstream.acid.storage import Storage
-from acidstream.compaction import Cleaner, Worker
+from acidstream.compaction import Worker
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictJsonWriter
 from acidstream.mutation.target import Target, read_rows
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.compaction_sql import CompactionQueue
 from acidstream.txn.store import TxnStore
+from tests.mutation.conftest import compact_major
 
 STRIDE = 1_000
 ROWS = 40_000  # ids 0, 2, 4, ... (even): odd ids are absent inside every group's range
@@ -82,14 +83,6 @@ def _txns(store: TxnStore, name: str, batches: list[tuple[np.ndarray, bool]]) ->
                 c.abort_transaction()
 
 
-def _compact(store: TxnStore, name: str) -> None:
-    q = CompactionQueue(store)
-    q.request("default", name, major=True)
-    out = Worker(store, queue=q).run_once()
-    assert out is not None and out.state == "r", out
-    Cleaner(store, queue=q).run_once()
-
-
 @pytest.fixture(params=["ZLIB", "NONE", "SNAPPY", "ZSTD"])
 def compression(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -104,7 +97,7 @@ def test_lookup_equals_the_full_read_and_prunes(
         params |= {"orc.bloom.filter.columns": "id", "orc.bloom.filter.fpp": "0.01"}
     _make(store, "kl", params)
     _txns(store, "kl", [(np.arange(0, ROWS, 2), True)])
-    _compact(store, "kl")
+    compact_major(store, "kl")
     # a delta batch of three txns, the middle one aborted: its write id is invalid
     # inside the delta's range, so the lookup must check validity there
     _txns(
@@ -176,7 +169,7 @@ def test_lookup_sees_delete_events(store: TxnStore, handle: Callable[[str], Tabl
     """Rows deleted by a committed DELETE are not returned; rows of the same groups are."""
     _make(store, "kd", {})
     _txns(store, "kd", [(np.arange(0, 4_000), True)])
-    _compact(store, "kd")
+    compact_major(store, "kd")
     res = handle("kd").delete("id % 3 = 0")
     assert res.rows_deleted == 1_334
     txn = store.open_txns(1, user="t", host="h")[0]
@@ -214,7 +207,7 @@ def test_every_writer_puts_bloom_filters_on_the_columns_the_table_names(
     none into delete deltas: their ``row`` is null)."""
     _make(store, "kb", {"orc.bloom.filter.columns": "id,v"})
     _txns(store, "kb", [(np.arange(0, 3_000), True)])
-    _compact(store, "kb")  # major: a base
+    compact_major(store, "kb")  # major: a base
     _txns(store, "kb", [(np.arange(3_000, 3_500), True)])
     _txns(store, "kb", [(np.arange(3_500, 4_000), True)])
     q = CompactionQueue(store)
@@ -280,7 +273,7 @@ def test_string_and_date_keys_of_two_columns(store: TxnStore) -> None:
         c.begin_transaction()
         c.write_many(recs)
         c.commit_transaction()
-    _compact(store, "ks")
+    compact_major(store, "ks")
     txn = store.open_txns(1, user="t", host="h")[0]
     try:
         t = Target.open(store, store.get_table("default", "ks"), txn)
@@ -315,7 +308,7 @@ def _base_table(store: TxnStore, name: str) -> None:
     ids, ten or eleven row groups each."""
     _make(store, name, {"orc.compress": "ZLIB"})
     _txns(store, name, [(np.arange(0, ROWS, 2), True)])
-    _compact(store, name)
+    compact_major(store, name)
 
 
 def test_keys_spread_over_a_stripe_read_it_whole_without_its_row_index(

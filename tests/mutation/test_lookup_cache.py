@@ -17,12 +17,10 @@ import pytest
 from acidstream import Table
 from acidstream.acid.lookup_cache import FileKeys, LookupCache, file_id
 from acidstream.acid.table_name import TableName
-from acidstream.compaction import Cleaner, Worker
 from acidstream.mutation.changes import ChangeOptions, apply_changes
-from acidstream.txn.compaction_sql import CompactionQueue
 from acidstream.txn.store import TxnStore
 from tests.ingest.conftest import MakeTable
-from tests.mutation.conftest import Insert
+from tests.mutation.conftest import Insert, compact_major
 from tests.mutation.test_changes import (
     DELETE_COLUMN,
     events_table,
@@ -42,14 +40,6 @@ def _upserts(ids: list[int], ver: int, *, delete: bool = False) -> pa.Table:
             for n, i in enumerate(ids)
         ]
     )  # fmt: skip
-
-
-def _compact(store: TxnStore, name: str) -> None:
-    q = CompactionQueue(store)
-    q.request("default", name, major=True)
-    out = Worker(store, queue=q).run_once()
-    assert out is not None and out.state == "r", out
-    Cleaner(store, queue=q).run_once()
 
 
 @pytest.mark.parametrize("layout", ["plain", "bucketed"])
@@ -128,7 +118,7 @@ def test_a_compaction_between_two_batches_is_seen(
     apply_changes(store, tn, _upserts(list(range(10)), 1, delete=True), OPTS, cache=cache)
     r1 = apply_changes(store, tn, _upserts(list(range(10, 20)), 1), OPTS, cache=cache)
     assert r1.updated == 10
-    _compact(store, name)
+    compact_major(store, name)
 
     r2 = apply_changes(store, tn, _upserts(list(range(20)), 2), OPTS, cache=cache)
     assert (r2.inserted, r2.updated) == (10, 10)
