@@ -224,8 +224,11 @@ def test_reads_through_a_link_see_exactly_committed_txns_while_streamed_and_comp
     begun = [0]
     failure: list[BaseException] = []
     started = threading.Event()
-    # The writer waits halfway until a read has run, so reads surely overlap the stream.
+    # The writer waits halfway until a read has run, and before its last txn until a read
+    # has begun past halfway, so reads surely see the stream at several points (a fast
+    # writer once finished its second half during one slow read and compaction).
     go_on = threading.Event()
+    late_read = threading.Event()
 
     def writer() -> None:
         try:
@@ -245,6 +248,8 @@ def test_reads_through_a_link_see_exactly_committed_txns_while_streamed_and_comp
                     started.set()
                     if i + 1 == n_txns // 2:
                         go_on.wait(timeout=60)
+                    if i + 2 == n_txns:
+                        late_read.wait(timeout=60)
         except BaseException as e:
             failure.append(e)
             started.set()
@@ -268,6 +273,8 @@ def test_reads_through_a_link_see_exactly_committed_txns_while_streamed_and_comp
         assert lo <= m <= hi, (lo, m, hi)
         seen.add(m)
         go_on.set()
+        if lo > n_txns // 2:
+            late_read.set()
         if reads % 3 == 0:
             queue.request("b", "t1", "ds=x", major=reads % 2 == 0)
             out = Worker(admin, queue=queue).run_once()
