@@ -19,7 +19,7 @@ import pytest
 from acidstream.ingest.connection import StreamingConnection, StreamingOptions
 from acidstream.ingest.record_writers import StrictJsonWriter
 from acidstream.txn.catalog import TableDef
-from acidstream.txn.store import TxnState, open_store
+from acidstream.txn.store import TxnState, TxnStore, open_store
 from acidstream.txn.store_sqlite import SqliteDatabase
 
 
@@ -28,6 +28,14 @@ class DataSync:
     thread: str
     in_commit: bool  # the writer's metastore connection was inside a DB transaction
     txn_state: TxnState  # the txn, as another client saw it meanwhile
+
+
+def _table(store: TxnStore) -> TableDef:
+    """The tests' table ``default.t (id int, msg string)``, unpartitioned."""
+    return store.create_table(
+        TableDef("default", "t", (("id", "int"), ("msg", "string")),
+                 parameters={"transactional": "true"})
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -101,10 +109,7 @@ def test_a_failed_sync_of_the_last_commit_aborts_it_and_keeps_what_was_committed
 
     url = f"sqlite:///{tmp_path}/m.db"
     with open_store(url, warehouse=str(tmp_path / "wh")) as store, open_store(url) as other:
-        table = store.create_table(
-            TableDef("default", "t", (("id", "int"), ("msg", "string")),
-                     parameters={"transactional": "true"})
-        )  # fmt: skip
+        table = _table(store)
         opts = StreamingOptions(txns_per_batch=batch, housekeeping_interval_s=None)
         with StreamingConnection(
             "t", record_writer=StrictJsonWriter(), store=store, options=opts
@@ -153,10 +158,7 @@ def test_a_failed_sync_of_an_intermediate_commit_aborts_it_and_keeps_what_was_co
 
     url = f"sqlite:///{tmp_path}/m.db"
     with open_store(url, warehouse=str(tmp_path / "wh")) as store, open_store(url) as other:
-        table = store.create_table(
-            TableDef("default", "t", (("id", "int"), ("msg", "string")),
-                     parameters={"transactional": "true"})
-        )  # fmt: skip
+        table = _table(store)
         real = os.fdatasync
         failing = threading.Event()
         threads: list[str] = []
