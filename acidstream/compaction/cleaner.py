@@ -105,16 +105,24 @@ def _capped_txns(txns: ValidTxnList, next_txn_id: int | None) -> ValidTxnList:
     )
 
 
-def data_gone(storage: Storage, path: str, txn_id: int, op: str, write_id: int | None) -> bool:
-    """Whether no directory under ``path`` can still hold an aborted txn's data."""
+def acid_dirs(storage: Storage, path: str) -> list[ParsedBase | ParsedDelta]:
+    """The parsed base and delta directory names under ``path`` (none when it is gone)."""
     if not storage.exists(path):
-        return True
+        return []
+    out = []
     for e in storage.list_dir(path):
-        if not e.is_dir:
-            continue
-        p = parse_dir_name(e.name)
-        if p is None:
-            continue
+        p = parse_dir_name(e.name) if e.is_dir else None
+        if isinstance(p, (ParsedBase, ParsedDelta)):
+            out.append(p)
+    return out
+
+
+def data_gone(
+    dirs: Sequence[ParsedBase | ParsedDelta], txn_id: int, op: str, write_id: int | None
+) -> bool:
+    """Whether none of ``dirs`` (:func:`acid_dirs` of a target) can still hold an aborted
+    txn's data."""
+    for p in dirs:
         if op == COMPACT_OP:
             if p.visibility_txn_id == txn_id:
                 return False
@@ -195,7 +203,10 @@ class Cleaner:
         """Forget the target's aborted txns whose data is gone from every one of ``paths``."""
         where = [paths] if isinstance(paths, str) else list(paths)
         comps = self.queue.aborted_components(db, table, part)
-        gone = [t for t, op, w in comps if all(data_gone(storage, p, t, op, w) for p in where)]
+        if not comps:
+            return 0
+        listed = [acid_dirs(storage, p) for p in where]  # each directory listed once
+        gone = [t for t, op, w in comps if all(data_gone(d, t, op, w) for d in listed)]
         min_age_s = max(self.forget_after_s or 0.0, self.store.txn_timeout_s())
         return self.queue.forget_aborted(db, table, part, gone, min_age_s=min_age_s)
 
