@@ -54,9 +54,7 @@ def _stats(batch_id: int) -> dict[str, Any]:
             "files": 1, "seconds": 0.1, "committed_at": time.time()}  # fmt: skip
 
 
-def test_the_batch_thread_does_not_wait_for_the_lag_lookup(
-    silent_broker: str, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _config(silent_broker: str, store_url: str, tmp_path: Path) -> KafkaJobConfig:
     cfg = KafkaJobConfig.load(
         None,
         overrides={"kafka.topic": "t", "kafka.bootstrap_servers": silent_broker,
@@ -66,7 +64,13 @@ def test_the_batch_thread_does_not_wait_for_the_lag_lookup(
         env={},
     )  # fmt: skip
     ensure_table(cfg)
-    progress = _Progress(cfg, silent_broker)
+    return cfg
+
+
+def test_the_batch_thread_does_not_wait_for_the_lag_lookup(
+    silent_broker: str, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    progress = _Progress(_config(silent_broker, store_url, tmp_path), silent_broker)
     seen: list[BatchSummary] = []
     on_thread: list[str] = []
 
@@ -91,3 +95,25 @@ def test_the_batch_thread_does_not_wait_for_the_lag_lookup(
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == ["batch 0", "batch 1", "batch 2", "batch 3"]
     assert "lag ?" in out[0] and "skipped" in out[3]
+
+
+def test_an_on_batch_that_raises_is_logged_and_the_next_batch_is_still_reported(
+    silent_broker: str, store_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The batch is committed whatever its report does: a failing callback is a warning,
+    not a stop of the reports (nor of the job, whose batch thread never sees it)."""
+    progress = _Progress(_config(silent_broker, store_url, tmp_path), silent_broker)
+    seen: list[int] = []
+
+    def on_batch(s: BatchSummary) -> None:
+        seen.append(s.batch_id)
+        if s.batch_id == 0:
+            raise RuntimeError("callback failed")
+
+    try:
+        progress.committed(_stats(0), on_batch)
+        progress.committed(_stats(1), on_batch)
+    finally:
+        progress.close()  # does not raise
+    assert seen == [0, 1]
+    assert "reporting batch 0 failed: callback failed" in caplog.text
