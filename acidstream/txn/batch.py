@@ -246,10 +246,13 @@ class TransactionBatch:
         return len(self._committed) + len(self._aborted) == self.size
 
     def lost(self) -> frozenset[int]:
-        """Txns the metastore aborted (or does not know) behind this batch's back."""
+        """Txns the metastore aborted (or does not know) behind this batch's back.
+
+        A txn this batch committed or aborted itself is never lost: a heartbeat whose range
+        was taken while it was open may read it after the writer finished it."""
         with self._mutex:
             suspects = self._suspects
-        return frozenset(t for t in suspects if t not in self._committed)
+        return frozenset(t for t in suspects if t not in self._committed and t not in self._aborted)
 
     def check_alive(self) -> None:
         """Raise ``TxnAbortedError`` if the metastore aborted a txn of the batch (a

@@ -7,6 +7,7 @@ import random
 import threading
 from collections.abc import Callable
 
+from acidstream.acid import faults
 from acidstream.txn.settings import heartbeat_interval_s
 from acidstream.txn.store import TxnStore
 
@@ -87,6 +88,7 @@ class Heartbeater:
         rng = range_fn()
         if rng is None:
             return
+        faults.point("heartbeat.after_range")
         res = self._store.heartbeat_txn_range(*rng)
         self.beats += 1
         if self._count is not None:

@@ -508,6 +508,41 @@ def test_a_txn_the_metastore_aborted_fails_the_batch_with_a_typed_error(
             c.write_rows([(2, "b")])
 
 
+@pytest.mark.parametrize("finish", ["abort", "commit"])
+def test_a_heartbeat_that_reads_a_txn_the_writer_just_finished_fails_nothing(
+    store: TxnStore, make_table: MakeTable, finish: str
+) -> None:
+    """A beat takes its range while the txn is open; the writer then aborts (or commits)
+    it before the beat reads the metastore, which so reports it aborted (or committed).
+    The writer's own abort is not a loss: the batch goes on (CI saw the abort fail the
+    next begin_transaction of a compactor concurrency test on PostgreSQL)."""
+    t = make_table("t", "id int, msg string")
+    with _conn(store, txns_per_batch=3) as c:
+        txn = c.begin_transaction()
+        c.write_rows([(1, "a")])
+        raced: list[int] = []
+
+        def finish_mid_beat(step: str) -> None:
+            if step == "heartbeat.after_range" and not raced:
+                raced.append(txn)
+                c.abort_transaction() if finish == "abort" else c.commit_transaction()
+
+        faults.set_hook(finish_mid_beat)
+        try:
+            c.heartbeat()
+        finally:
+            faults.set_hook(None)
+        assert raced == [txn]
+        assert store.txn_state(txn) is (
+            TxnState.ABORTED if finish == "abort" else TxnState.COMMITTED
+        )
+        c.begin_transaction()
+        c.write_rows([(2, "b")])
+        c.commit_transaction()
+    want = [1, 2] if finish == "commit" else [2]
+    assert sorted(snapshot_read(store, t).column("id").to_pylist()) == want
+
+
 def test_a_connection_runs_the_housekeeper_that_reaps_a_dead_writer(
     store: TxnStore, make_table: MakeTable, clock: Any
 ) -> None:
