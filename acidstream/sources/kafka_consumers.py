@@ -229,20 +229,14 @@ def consumer_key(opts: KafkaSourceOptions, part: KafkaInputPartition, **own: Any
     return repr((*parts, part.topic, part.partition))
 
 
-STATS_ENV = "ACIDSTREAM_KAFKA_POOL_STATS"
-
-
 def _trace(pool: ConsumerPool, lease: Lease, what: str) -> None:
-    # A diagnostic for measuring reuse inside Spark's Python workers, whose counters a
-    # driver cannot see: with $ACIDSTREAM_KAFKA_POOL_STATS set, one JSON line per read.
-    path = os.environ.get(STATS_ENV)
-    if not path:
-        return
-    import json
-
-    line = {"pid": os.getpid(), "end": what, "lease_reused": lease.reused, **vars(pool.stats)}
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
+    # Reuse inside Spark's Python workers, whose counters a driver cannot see: a DEBUG
+    # line per read (the worker's log; no setting of its own, see acid/faults.py).
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "kafka consumer pool: pid %d, %s, lease reused %s, %s",
+            os.getpid(), what, lease.reused, vars(pool.stats),
+        )  # fmt: skip
 
 
 def _close(lease: Lease) -> None:
