@@ -27,7 +27,7 @@ from acidstream.txn.store_sqlite import SqliteDatabase
 class DataSync:
     thread: str
     in_commit: bool  # the writer's metastore connection was inside a DB transaction
-    txn_state: TxnState  # the txn, as another client saw it meanwhile
+    txn_state: TxnState | None  # the txn, as another client saw it meanwhile
 
 
 def _table(store: TxnStore) -> TableDef:
