@@ -19,7 +19,10 @@ Timed, ``--repeat`` runs of each side alternating which goes first, each run fro
 built tables (restored from a copy, not timed) and a fresh checkpoint, reading the topic
 with the project's ``acidkafka`` source (its ``kafka.client`` is ``--client`` on both sides;
 ``auto``: confluent-kafka when installed), ``maxOffsetsPerTrigger = --batch``,
-``availableNow`` (``--our-batch`` sets our job's ``maxOffsetsPerTrigger`` alone, a
+``availableNow``, ``minPartitions = --min-partitions`` on both sides (default: partitions x
+local[2]'s 2 cores, as kafka_to_table.py reads: 3 topic-partitions on 2 cores left a core idle
+for a third of each batch's read; ``0``: one task per topic-partition, the setting of the runs
+before the ninth session) (``--our-batch`` sets our job's ``maxOffsetsPerTrigger`` alone, a
 setting of our side; the Delta way always reads ``--batch``) (before them, not timed,
 one query over a small warm-up topic through both sides' code starts Spark's Python
 workers and loads both merge engines):
@@ -51,7 +54,8 @@ Targets: ours >= 2x Delta's events/s (best run of each side); the read >= 0.5x. 
 when one is missed. ``--profile N``: cProfile of our batch N in the last run (driver side).
 
 Usage: python benchmarks/cdc.py [--rows 10000000] [--keys 1000000] [--events 1000000]
-           [--batch 100000] [--our-batch N] [--partitions 3] [--repeat 2] [--read-repeat 5]
+           [--batch 100000] [--our-batch N] [--partitions 3] [--min-partitions N]
+           [--repeat 2] [--read-repeat 5]
            [--ours job|engine] [--client auto|confluent|kafka-python] [--profile N]
            [--quick] [--dir /tmp/x]
 """
@@ -109,6 +113,9 @@ ENVELOPE = (
 
 
 # ---------------------------------------------------------------------------- events
+
+
+SPARK_CORES = 2  # the jobs' master: local[2] (kafka_job's default when run outside spark-submit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,7 +330,7 @@ def engine_apply(store: Any, table: str) -> Callable[[int], Callable[[pa.Table],
 def foreach_batch_run(
     spark: Any, bootstrap: str, topic: str, checkpoint: Path, system: str, batch: int,
     make_apply: Callable[[int], Callable[[pa.Table], Any]], collapse: bool,
-    profile: int | None = None, client: str = "auto",
+    profile: int | None = None, client: str = "auto", min_partitions: int = 0,
 ) -> Run:  # fmt: skip
     """A ``foreachBatch`` query over the topic from a fresh checkpoint: each micro-batch
     parsed by Spark, brought to the driver, (collapsed and) applied by ``make_apply``'s
@@ -362,6 +369,7 @@ def foreach_batch_run(
         .option("endOffsetsFrom", "fetch")
         .option("maxOffsetsPerTrigger", str(batch))
         .option("kafka.client", client)
+        .options(**({"minPartitions": str(min_partitions)} if min_partitions else {}))
         .load()
         .writeStream.foreachBatch(each)
         .option("checkpointLocation", str(checkpoint))
@@ -437,6 +445,7 @@ class _Recording:
 def job_run(
     spark: Any, bootstrap: str, acid: Acid, checkpoint: Path, batch: int, *,
     topic: str = TOPIC, table: str = TABLE, profile: int | None = None, client: str = "auto",
+    min_partitions: int = 0,
 ) -> Run:  # fmt: skip
     """Ours: the Kafka job in upsert mode (``run_kafka_job``), the compactor off (the Delta
     way runs none either). Per-batch commits and event times come from the sink's stats:
@@ -451,7 +460,8 @@ def job_run(
         overrides={
             "kafka.topic": topic, "kafka.bootstrap_servers": bootstrap,
             "kafka.end_offsets_from": "fetch", "kafka.max_offsets_per_trigger": batch,
-            "kafka.client": client, "table.name": table, "table.columns": COLUMNS, "metastore": acid.url,
+            "kafka.client": client, "kafka.min_partitions": min_partitions or None,
+            "table.name": table, "table.columns": COLUMNS, "metastore": acid.url,
             "warehouse": acid.wh, "checkpoint": str(checkpoint), "compaction": "off",
             "sink.sink_id": "cdc", "sink.mode": "upsert", "sink.format": "debezium",
             "sink.key": ["id"], "sink.ordering": "source.lsn",
@@ -500,6 +510,11 @@ def main(argv: list[str] | None = None) -> int:
         help="our job's maxOffsetsPerTrigger only (default: --batch); the Delta way keeps --batch",
     )  # fmt: skip
     ap.add_argument("--partitions", type=int, default=3, help="of the topic")
+    ap.add_argument(
+        "--min-partitions", type=int, default=None, metavar="N",
+        help="the source's minPartitions, both sides (default: partitions x local[2]'s cores; 0: one "
+             "task per topic-partition, as before the ninth session)",
+    )  # fmt: skip
     ap.add_argument("--repeat", type=int, default=2, help="runs of each side, alternating")
     ap.add_argument("--read-repeat", type=int, default=5, help="best of N for the reads")
     ap.add_argument("--ours", choices=("job", "engine"), default="job")
@@ -515,6 +530,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the acidkafka source's kafka.client, both sides (auto: confluent-kafka if installed)",
     )  # fmt: skip
     args = ap.parse_args(argv)
+    if args.min_partitions is None:
+        # Every core gets as many ranges to read (kafka_to_table.py does the same): 3
+        # topic-partitions on 2 cores leave one core idle for a third of each batch.
+        args.min_partitions = args.partitions * SPARK_CORES
     if args.quick:
         args.rows, args.keys, args.events, args.batch = 1_000_000, 100_000, 100_000, 20_000
     tmp = Path(args.dir or tempfile.mkdtemp(prefix="acid-cdc-bench-"))
@@ -602,7 +621,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
 
             return foreach_batch_run(spark, bootstrap, WARM_TOPIC, tmp / f"ckpt-warm-{attempt}",
                                      "warm-up", args.batch, both, collapse=False,
-                                     client=args.client)  # fmt: skip
+                                     client=args.client, min_partitions=args.min_partitions)  # fmt: skip
 
         # (The warm-up's tables are not compared: a retry may apply its events twice.)
         retried("warm-up", lambda a: with_store(lambda st: warm(st, a)), lambda: None)
@@ -610,7 +629,8 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
             retried(
                 "warm-up job",
                 lambda a: job_run(spark, bootstrap, acid, tmp / f"ckpt-warm-job-{a}", args.batch,
-                                  topic=WARM_TOPIC, table="default.warm", client=args.client),
+                                  topic=WARM_TOPIC, table="default.warm", client=args.client,
+                                  min_partitions=args.min_partitions),
                 lambda: None,
             )  # fmt: skip
 
@@ -628,6 +648,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
                         args.our_batch or args.batch,
                         profile=profile(rep),
                         client=args.client,
+                        min_partitions=args.min_partitions,
                     )
                 return with_store(
                     lambda store: foreach_batch_run(
@@ -641,6 +662,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
                         collapse=False,
                         profile=profile(rep),
                         client=args.client,
+                        min_partitions=args.min_partitions,
                     )
                 )
 
@@ -658,6 +680,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
                     lambda _b: lambda t: delta_apply(dpath, t),
                     collapse=True,
                     client=args.client,
+                    min_partitions=args.min_partitions,
                 )
 
             return retried("delta", once, lambda: restore(delta_copy, dpath))  # fmt: skip
@@ -704,7 +727,8 @@ def bench(args: argparse.Namespace, tmp: Path) -> int:
     print(f"table: {args.rows:,} rows (id bigint, v string, x double), 8 buckets on id; "
           f"{stream.events:,} Debezium events ({stream.updates:,} u, {stream.inserts:,} c, "
           f"{stream.deletes:,} d) over {stream.keys_touched:,} of {args.keys:,} keys, "
-          f"{args.partitions} partitions, maxOffsetsPerTrigger {args.batch:,}"
+          f"{args.partitions} partitions, minPartitions {args.min_partitions or '-'} (both), "
+          f"maxOffsetsPerTrigger {args.batch:,}"
           f"{f' (our job {args.our_batch:,})' if args.our_batch else ''}, local[2], "
           f"acidkafka kafka.client {resolve_client(args.client)} (both sides); "
           f"{args.repeat} runs of each side, alternating")  # fmt: skip
