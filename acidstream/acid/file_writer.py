@@ -31,6 +31,7 @@ import bisect
 import functools
 import logging
 from collections.abc import Iterable, Sequence
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import count, repeat
@@ -176,6 +177,7 @@ class AcidFileWriter(StitchedPieces):
         self._marker: DeltaMarker
         self._raw: IO[bytes]
         self._opening: Future[tuple[DeltaMarker, IO[bytes]]] | None = None
+        self._marker_sync: Future[None] | None = None
         if side_file or storage.local_path(path) is None:
             self._marker, self._raw = _create_files(storage, directory, marker, path)
         else:
@@ -184,8 +186,9 @@ class AcidFileWriter(StitchedPieces):
             # creating thread while this one encodes the rows. On ext4 they are 0.3-0.5
             # ms of the filesystem's work per commit. Every use of the file waits for
             # them (``_await_files``); the syncs come after, as before.
-            self._opening = _create_pool.get().submit(
-                _create_files, storage, directory, marker, path
+            self._opening = Future()
+            self._marker_sync = _create_pool.get().submit(
+                self._create_ahead, self._opening, storage, directory, marker, path
             )
             self._raw = cast(IO[bytes], _OpeningFile(self._opening))
         self._side: IO[bytes] | None = None
@@ -649,7 +652,33 @@ class AcidFileWriter(StitchedPieces):
         """The files :meth:`sync_data` makes durable: the data file, and the delta's
         marker until its first sync."""
         raw = self._await_files()
+        if self._marker_sync is not None:
+            self._marker_sync.result()  # (its failure fails the commit)
+            self._marker_sync = None
         return [raw, *self._marker.pending()]
+
+    def _create_ahead(
+        self,
+        files: Future[tuple[DeltaMarker, IO[bytes]]],
+        storage: Storage,
+        directory: str,
+        marker: str,
+        path: str,
+    ) -> None:
+        """The creating thread's work: the files (``files``), then, with durability fsync,
+        the delta's marker made durable while the rows encode, so that the commit's
+        sync is the data file's alone (no second thread to hand the marker to)."""
+        try:
+            m, raw = _create_files(storage, directory, marker, path)
+        except BaseException as e:
+            files.set_exception(e)
+            return
+        files.set_result((m, raw))
+        pending = m.pending() if self.sync else []
+        for f in pending:
+            storage.durable_flush(f)
+        if pending:
+            m.synced(durable=True)
 
     def _await_files(self) -> IO[bytes]:
         """The data file, once the creating thread made it (and the delta's directory
@@ -664,6 +693,8 @@ class AcidFileWriter(StitchedPieces):
         """Whether the files were created (waiting for the creating thread). False: the
         creation failed, and nothing at this path is the writer's to close or delete
         (a file that existed is another writer's)."""
+        if self._marker_sync is not None:
+            futures.wait([self._marker_sync])  # nothing may touch the marker after this
         try:
             self._await_files()
         except Exception:

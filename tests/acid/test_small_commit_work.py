@@ -154,3 +154,37 @@ def test_a_file_found_at_the_path_fails_the_write_and_is_left_as_it_was(
             w.close()
         getattr(w, give_up)()
         assert path.read_bytes() == b"another writer's"
+
+
+@pytest.mark.parametrize("durability", ["fsync", "flush"])
+def test_the_new_delta_marker_is_synced_while_the_rows_encode_and_the_commit_syncs_the_data_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    """Durability fsync: the marker's fdatasync runs on the creating thread, before the
+    commit's, which then syncs the data file alone (no second thread to wait for);
+    durability flush syncs neither."""
+    storage, root = Storage.for_path(str(tmp_path))
+    synced: list[tuple[str, str]] = []
+    real = storage.durable_flush
+
+    def durable_flush(f: IO[bytes], *, sync: bool = True) -> None:
+        if sync:
+            synced.append((os.path.basename(str(f.name)), threading.current_thread().name))
+        real(f, sync=sync)
+
+    monkeypatch.setattr(storage, "durable_flush", durable_flush)
+    w = _writer(storage, root, 1)
+    w.sync = durability == "fsync"
+    w.insert_arrow(1, _rows(1000))
+    w.end()
+    w.sync_data()
+    if durability == "flush":
+        assert synced == []
+    else:
+        assert [n for n, _ in synced] == ["_orc_acid_version", "bucket_00000"]
+        assert synced[0][1].startswith("acidstream-create")
+        assert synced[1][1] == threading.current_thread().name
+    w.finish()
+    delta = tmp_path / "delta_0000001_0000001_0000"
+    assert pa_orc.ORCFile(str(delta / "bucket_00000")).nrows == 1000
+    assert (delta / "_orc_acid_version").read_bytes() == b"2"
