@@ -338,8 +338,12 @@ def _run(
 
     spark.dataSource.register(KafkaSource)
     start, origin = _starting_offsets(config)
+    sink = make_sink(config, lineage=_lineage(config.checkpoint))
+    # The upsert sink reads through its own source: acidkafka with the sink's parse in the
+    # worker that fetched the records (no second Python worker per task).
+    fused = getattr(sink, "fused_source", None)
     reader = (
-        spark.readStream.format("acidkafka")
+        spark.readStream.format("acidkafka" if fused is None else fused(spark))
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", config.kafka.topic)
         .option("startingOffsets", start)
@@ -352,7 +356,6 @@ def _run(
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
     if config.kafka.min_partitions:
         reader = reader.option("minPartitions", str(config.kafka.min_partitions))
-    sink = make_sink(config, lineage=_lineage(config.checkpoint))
     progress = _Progress(config, servers)
     rows = 0
 

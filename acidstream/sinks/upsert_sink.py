@@ -64,6 +64,8 @@ CRASH_POINTS = ("upsert.after_parse", "upsert.before_commit", "upsert.after_comm
 TASK_SCHEMA = (
     "events binary, n_events long, rows long, bad long, offsets string, dead_letter string"
 )
+TASK_COLUMNS = ["events", "n_events", "rows", "bad", "offsets", "dead_letter"]
+"""The columns of :data:`TASK_SCHEMA`: a micro-batch with exactly these was parsed already."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +80,10 @@ class _ParsePlan:
     source: str  # db.table, for dead letters
     dead_letter_path: str | None
     skip_bad_records: bool
-    file_prefix: str  # dead-letter file: <prefix>_t<task>.jsonl (a retry rewrites it)
+    # Dead-letter file: <prefix>_t<task>.jsonl, or, read by the Kafka source fused with
+    # the parse (``upsert_source``), <prefix>_<topic>-<partition>-<start>.jsonl: either
+    # way a retried task rewrites it whole.
+    file_prefix: str
     value_column: str
     # The warehouse filesystem's options, for the dead letters (pickled to executors).
     storage_options: StorageOptions = field(default_factory=StorageOptions)
@@ -92,9 +97,12 @@ def _parser(plan: _ParsePlan) -> ChangeParser:
     )
 
 
-def _parse_task(plan: _ParsePlan, batches: Iterator[Any]) -> Iterator[Any]:
+def _parse_task(
+    plan: _ParsePlan, batches: Iterator[Any], *, dead_letter_name: str | None = None
+) -> Iterator[Any]:
     """Executor side: parse this task's records into change events (one Arrow IPC blob,
-    collapsed per key), dead-letter the bad ones, and track the Kafka offsets."""
+    collapsed per key), dead-letter the bad ones, and track the Kafka offsets.
+    ``dead_letter_name``: the dead-letter file's name (default: by the task's index)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark import TaskContext
@@ -111,7 +119,7 @@ def _parse_task(plan: _ParsePlan, batches: Iterator[Any]) -> Iterator[Any]:
         dead = DeadLetterWriter(
             plan.dead_letter_path,
             source=plan.source,
-            file_name=f"{plan.file_prefix}_t{task:04d}.jsonl",
+            file_name=dead_letter_name or f"{plan.file_prefix}_t{task:04d}.jsonl",
             storage_options=plan.storage_options,
         )
     offsets: dict[str, dict[str, int]] = {}
@@ -224,6 +232,7 @@ class UpsertSink(AcidSink):
         # Each batch's txn still picks the files from its own snapshot (a compaction or
         # another writer's commit in between is seen).
         self.lookup_cache = LookupCache()
+        self._fused_plan: _ParsePlan | None = None
 
     def _bind(self, table: TableDef) -> tuple[ChangeSpec, ChangeOptions]:
         """Driver side, once: the key and ordering checked against the table."""
@@ -259,8 +268,53 @@ class UpsertSink(AcidSink):
         )
         return self._spec, self._change
 
+    def _plan(
+        self,
+        table: TableDef,
+        spec: ChangeSpec,
+        change: ChangeOptions,
+        *,
+        batch_id: int | None = None,
+    ) -> _ParsePlan:
+        """Driver side: what the parse tasks need. Dead-letter files are named by batch
+        and task, or (``batch_id`` None: the fused source's plan, made before any batch)
+        by the range each task reads."""
+        opts = self.options
+        lineage_tag = hashlib.sha1(str(self.lineage).encode()).hexdigest()[:8]
+        prefix = f"upsert_{opts.sink_id}_{lineage_tag}"
+        return _ParsePlan(
+            spec=spec,
+            columns=tuple((n, str(t)) for n, t in table.columns),
+            partition_keys=tuple((n, str(t)) for n, t in table.partition_keys),
+            key=change.key,
+            ordering=change.ordering,
+            source=str(self.name),
+            dead_letter_path=opts.dead_letter_path,
+            skip_bad_records=opts.skip_bad_records,
+            file_prefix=prefix if batch_id is None else f"{prefix}_b{batch_id:07d}",
+            value_column=opts.value_column,
+            storage_options=self.config.storage_options,
+        )
+
+    def fused_source(self, spark: Any) -> str:
+        """Driver side: register, in ``spark``, the ``acidkafka`` source with this sink's
+        parse fused into its read (``acidstream.sinks.upsert_source``) and return its
+        ``format`` name. A query reading it hands this sink micro-batches already parsed
+        on the executors: one pass over the records in the Python worker that fetched
+        them, instead of a second worker (``mapInArrow``) the JVM copies every record to.
+        Opens the table now: a bad key or ordering fails here, before the query starts."""
+        from acidstream.sinks.upsert_source import register_upsert_source
+
+        _, table = self._open()
+        spec, change = self._bind(table)
+        self._fused_plan = self._plan(table, spec, change)
+        return register_upsert_source(spark, self._fused_plan)
+
     def __call__(self, batch_df: Any, batch_id: int) -> None:
-        """Driver side: apply one micro-batch of change events in one txn, exactly once."""
+        """Driver side: apply one micro-batch of change events in one txn, exactly once.
+
+        ``batch_df``: the Kafka source's records (parsed here, on the executors), or the
+        parse tasks' results when this sink's :meth:`fused_source` read them."""
         import pyarrow as pa
 
         t0 = time.monotonic()
@@ -280,22 +334,19 @@ class UpsertSink(AcidSink):
             log.info("batch %s already committed (last %s): skipped", batch_id, last["batch_id"])
             return
         opts = self.options
-        if opts.value_column not in batch_df.columns:
+        fused = batch_df.columns == TASK_COLUMNS
+        if fused:
+            # Read by this sink's fused source: its tasks parsed with the plan made at
+            # the start, which must still be the table's.
+            if self._fused_plan is None or self._fused_plan != self._plan(table, spec, change):
+                raise ConfigError(
+                    f"{self.name} changed (columns or partition keys) since the job's query "
+                    "started, or the micro-batch was not read by this sink's source: "
+                    "restart the job"
+                )
+        elif opts.value_column not in batch_df.columns:
             raise ConfigError(f"the micro-batch has no column {opts.value_column!r}")
-        lineage_tag = hashlib.sha1(str(self.lineage).encode()).hexdigest()[:8]
-        plan = _ParsePlan(
-            spec=spec,
-            columns=tuple((n, str(t)) for n, t in table.columns),
-            partition_keys=tuple((n, str(t)) for n, t in table.partition_keys),
-            key=change.key,
-            ordering=change.ordering,
-            source=str(self.name),
-            dead_letter_path=opts.dead_letter_path,
-            skip_bad_records=opts.skip_bad_records,
-            file_prefix=f"upsert_{opts.sink_id}_{lineage_tag}_b{batch_id:07d}",
-            value_column=opts.value_column,
-            storage_options=self.config.storage_options,
-        )
+        plan = self._plan(table, spec, change, batch_id=batch_id)
         cols = [opts.value_column] + [
             c for c in ("key", "topic", "partition", "offset", "timestamp") if c in batch_df.columns
         ]
@@ -306,7 +357,9 @@ class UpsertSink(AcidSink):
                 spark.sparkContext, group, f"acidstream upsert {self.name} batch {batch_id}"
             ):
                 tasks = (
-                    batch_df.select(*cols)
+                    batch_df.collect()
+                    if fused
+                    else batch_df.select(*cols)
                     .mapInArrow(lambda it, plan=plan: _parse_task(plan, it), TASK_SCHEMA)
                     .collect()
                 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -107,6 +108,11 @@ def test_upsert_job_keeps_the_table_equal_to_the_fold_through_restarts(
     assert _total(seen, "dead_letters") == log.bad == 2
     letters = list(read_dead_letters(cfg.sink.dead_letter_path or ""))
     assert len(letters) == 2 and all(d.position.startswith(f"{topic}/") for d in letters)
+    # Parsed where they were fetched (the job's fused source): files named by range.
+    files = sorted(os.listdir(cfg.sink.dead_letter_path or ""))
+    assert files and all(
+        re.fullmatch(rf"upsert_cdc_[0-9a-f]{{8}}_{topic}-[0-2]-\d+\.jsonl", f) for f in files
+    ), files
     assert all(s.lag is not None for s in seen) and seen[-1].lag == 0
     # 2. the same checkpoint: more changes
     before = len(log.fold())

@@ -20,7 +20,7 @@ from acidstream.acid import faults
 from acidstream.acid.errors import ConfigError
 from acidstream.ingest.dead_letter import read_dead_letters
 from acidstream.sinks.foreach_batch import SinkOptions, committed_offsets
-from acidstream.sinks.upsert_sink import UpsertSink
+from acidstream.sinks.upsert_sink import TASK_SCHEMA, UpsertSink
 from acidstream.txn.catalog import TableDef
 from acidstream.txn.store import TxnStore, open_store
 from tests.ingest.conftest import snapshot_read
@@ -358,6 +358,29 @@ def test_a_failure_before_the_commit_leaves_the_table_at_the_last_batch(
     assert meta is not None and meta["batch_id"] == 0
     sink(_df(spark, batch), 1)  # Spark retries the batch: applied once
     assert _table(env["store"]) == [(2, "b", 3)]
+    sink.close()
+
+
+def test_parsed_micro_batches_are_taken_only_from_the_sinks_own_fused_source(
+    spark: Any, env: dict[str, Any]
+) -> None:
+    """A micro-batch of parse results (``TASK_SCHEMA``) not read by this sink's
+    ``fused_source`` is refused before anything is applied; a bad key fails
+    ``fused_source`` itself, before a query starts."""
+    parsed = spark.createDataFrame([], TASK_SCHEMA)
+    sink = _sink(env)
+    with pytest.raises(ConfigError, match="not read by this sink's source"):
+        sink(parsed, 0)
+    assert sink.batches_committed == 0
+    assert (
+        committed_offsets("cdc", sink_id="cdc1", metastore=env["url"], warehouse=env["wh"]) is None
+    )
+    with pytest.raises(ConfigError, match="key: \\['nope'\\] not column"):
+        _sink(env, key=("nope",)).fused_source(spark)
+    name = sink.fused_source(spark)  # registered: acidkafka's options, the parse's schema
+    assert name.startswith("acidkafka_upsert_")
+    reader = spark.readStream.format(name).option("kafka.bootstrap.servers", "127.0.0.1:1")
+    assert reader.option("subscribe", "t").load().columns == parsed.columns
     sink.close()
 
 
