@@ -67,6 +67,9 @@ class StitchedPieces:
     def _empty_events(rows: pa.Array) -> pa.Table:
         raise NotImplementedError  # AcidFileWriter's
 
+    def _await_files(self) -> IO[bytes]:
+        raise NotImplementedError  # AcidFileWriter's
+
     def _write_arrow_piece(self, table: pa.Table, run: InsertRun | None) -> None:
         """Stitched file: ``table`` into the current arrow piece, which pyarrow encodes
         into native memory: no write of pyarrow's comes back into the interpreter (each
@@ -126,6 +129,7 @@ class StitchedPieces:
         if self._arrow is not None:
             self._end_piece()
         if self._exact is None:
+            self._await_files()  # pyorc writes through the piece (see _direct_writer)
             self._piece = PieceCapture(self._raw, first=self._stitch.position == 0)
             self._exact = pyorc.Writer(
                 cast(BinaryIO, self._piece),

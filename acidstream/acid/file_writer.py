@@ -218,6 +218,7 @@ class AcidFileWriter(StitchedPieces):
         self._exact: Any = None  # the pyorc writer of the current exact piece
         self._tail_end = 0  # stitched file length after its last tail
         if engine == "pyorc":
+            self._await_files()  # (pyorc writes to it now: an error must be ours, not its)
             self._orc = pyorc.Writer(
                 cast(BinaryIO, self._capture),
                 schema.orc_event_schema(),
@@ -502,6 +503,10 @@ class AcidFileWriter(StitchedPieces):
         """The pyarrow encoder of an arrow-engine file that is not stitched, made on
         first use."""
         if self._arrow is None:
+            # pyarrow writes through the capture into the file: a creation error raised
+            # inside its writes would come back wrapped with a Python traceback in its
+            # text, so the file must exist first (the stitched pieces write from here).
+            self._await_files()
             self._arrow = pa_orc.ORCWriter(
                 self._capture, **self.options.arrow_kwargs(), **self._bloom
             )

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from acidstream.acid import layout
 from acidstream.acid.bucket_hash import bucket_number, bucket_numbers_arrow
+from acidstream.acid.durability import DEFAULT_DURABILITY, Durability
 from acidstream.acid.errors import ConfigError, SerializationError
 from acidstream.acid.hive_text import hive_text
 from acidstream.acid.list_bucketing import DEFAULT_DIR_NAME, SkewedInfo
@@ -380,6 +381,7 @@ class Placement:
         lb_dir: str = "",
         row_ids: RowIdSequence | None = None,
         visibility_txn_id: int = 0,
+        durability: Durability = DEFAULT_DURABILITY,
     ) -> AcidFileWriter:
         """The writer of one insert-delta bucket file, on the columnar engine.
 
@@ -389,7 +391,8 @@ class Placement:
         txn boundary) get an intermediate footer and a side-file entry per flush where the
         storage can flush a file being written (local files, HDFS); elsewhere the caller
         must keep one txn per file. ``visibility_txn_id``: the ``_v<T>`` suffix of a
-        compactor's delta. Buffering and writing whole tables of rows through such files
+        compactor's delta. ``durability``: the file's syncs (``acidstream.acid.durability``).
+        Buffering and writing whole tables of rows through such files
         is :class:`acidstream.acid.table_writer.TableWriter`'s.
         """
         path = self.bucket_file(
@@ -416,6 +419,7 @@ class Placement:
             options=options,
             engine="arrow",
             row_ids=row_ids,
+            durability=durability,
         )
 
 

@@ -234,9 +234,9 @@ class TableWriter:
                 lb_dir=lb_dir,
                 row_ids=row_ids,
                 visibility_txn_id=t.visibility_txn_id,
+                # (Known when the writer is made: its creating thread may sync the marker.)
+                durability=self.durability,
             )
-            # (Set here: the placement opens its files fsync; nothing syncs before this.)
-            w.sync = self.durability == "fsync"
             return w
         self._mark_lb_parent(part, t.dir_name(), lb_dir)
         return AcidFileWriter(
