@@ -336,13 +336,12 @@ class UpsertSink(AcidSink):
         opts = self.options
         fused = batch_df.columns == TASK_COLUMNS
         if fused:
-            # Read by this sink's fused source: its tasks parsed with the plan made at
-            # the start, which must still be the table's.
-            if self._fused_plan is None or self._fused_plan != self._plan(table, spec, change):
+            # Parsed by this sink's fused source with the plan it made (the sink binds its
+            # table once, so that plan is this batch's too); nothing else may hand it results.
+            if self._fused_plan is None:
                 raise ConfigError(
-                    f"{self.name} changed (columns or partition keys) since the job's query "
-                    "started, or the micro-batch was not read by this sink's source: "
-                    "restart the job"
+                    f"a micro-batch of parse results for {self.name} was not read by this "
+                    "sink's source (UpsertSink.fused_source)"
                 )
         elif opts.value_column not in batch_df.columns:
             raise ConfigError(f"the micro-batch has no column {opts.value_column!r}")
